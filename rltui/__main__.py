@@ -1,0 +1,3 @@
+from rltui.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,177 @@
+"""Settings from YAML: defaults, the XDG path, RLTUI_CONFIG, and errors that name key and line.
+
+Every setting is documented in docs/configuration.md. Unknown keys are errors (a typo silently
+ignored is a threshold silently not applied). The file is never rewritten wholesale: remembering
+the theme edits or appends the single ``theme:`` line so the user's comments survive.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rltui.diagnosis.thresholds import Thresholds
+
+THEMES = ("dark", "light", "colorblind")
+
+
+class ConfigError(ValueError):
+    """A bad config file; the message names the file, line and key."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cadence:
+    gpus: float = 1.0  # seconds between NVML polls
+    procs: float = 0.5  # seconds between process scans
+    ui: float = 0.5  # seconds between snapshot/diagnosis updates of the screen
+
+
+@dataclass(frozen=True, slots=True)
+class PySpy:
+    path: str = "py-spy"
+    interval: float = 10.0  # periodic dumps every N seconds; 0 turns them off
+    nonblocking: bool = True  # periodic dumps never pause the job
+    native: bool = False
+    timeout: float = 10.0  # per process
+    max_concurrent: int = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    theme: str = "dark"
+    history: int = 600  # snapshots kept for sustained checks and sparklines
+    cadence: Cadence = field(default_factory=Cadence)
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    pyspy: PySpy = field(default_factory=PySpy)
+    path: str | None = None  # where these settings came from (None: defaults)
+
+
+_SECTIONS = {"cadence": Cadence, "thresholds": Thresholds, "pyspy": PySpy}
+
+
+def config_path(env: dict[str, str] | None = None) -> Path:
+    """RLTUI_CONFIG if set, else $XDG_CONFIG_HOME/rltui/config.yaml (~/.config by default)."""
+    env = os.environ if env is None else env
+    if env.get("RLTUI_CONFIG"):
+        return Path(env["RLTUI_CONFIG"]).expanduser()
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME", "~")).expanduser() / ".config")
+    return Path(base) / "rltui" / "config.yaml"
+
+
+def load(path: Path | None = None) -> Settings:
+    """Load settings; a missing file gives the defaults, a bad one raises ConfigError."""
+    path = path or config_path()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Settings()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    return parse(text, str(path))
+
+
+def parse(text: str, name: str = "<config>") -> Settings:
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{name}{where}: not valid YAML: {problem}") from None
+    if root is None:
+        return Settings(path=name)
+    if not isinstance(root, yaml.MappingNode):
+        raise ConfigError(f"{name} line {root.start_mark.line + 1}: the top level must be a "
+                          "mapping of settings")
+    settings = Settings(path=name)
+    for key_node, value_node in root.value:
+        key = key_node.value
+        line = key_node.start_mark.line + 1
+        if key in _SECTIONS:
+            cls = _SECTIONS[key]
+            section = _section(cls, value_node, name, key)
+            settings = replace(settings, **{key: section})
+        elif key == "theme":
+            value = _scalar(value_node, str, name, key)
+            if value not in THEMES:
+                raise ConfigError(f"{name} line {line}: theme: unknown theme {value!r} "
+                                  f"(one of {', '.join(THEMES)})")
+            settings = replace(settings, theme=value)
+        elif key == "history":
+            value = _scalar(value_node, int, name, key)
+            if value < 10:
+                raise ConfigError(f"{name} line {line}: history: must be at least 10")
+            settings = replace(settings, history=value)
+        else:
+            known = ", ".join(["theme", "history", *_SECTIONS])
+            raise ConfigError(f"{name} line {line}: unknown key {key!r} (known: {known})")
+    return settings
+
+
+def _section(cls: type, node: yaml.Node, name: str, section: str) -> Any:
+    if isinstance(node, yaml.ScalarNode) and node.value in ("", "~", "null"):
+        return cls()
+    if not isinstance(node, yaml.MappingNode):
+        raise ConfigError(f"{name} line {node.start_mark.line + 1}: {section}: expected a "
+                          "mapping of settings")
+    types = {f.name: f.type for f in fields(cls)}
+    values: dict[str, Any] = {}
+    for key_node, value_node in node.value:
+        key = key_node.value
+        dotted = f"{section}.{key}"
+        if key not in types:
+            raise ConfigError(f"{name} line {key_node.start_mark.line + 1}: unknown key "
+                              f"{dotted!r} (known: {', '.join(types)})")
+        want = {"float": float, "int": int, "bool": bool, "str": str}[str(types[key])]
+        value = _scalar(value_node, want, name, dotted)
+        if want in (int, float) and value < 0:
+            raise ConfigError(f"{name} line {value_node.start_mark.line + 1}: {dotted}: must "
+                              f"not be negative, got {value}")
+        values[key] = value
+    try:
+        return cls(**values)
+    except TypeError as exc:  # pragma: no cover - guarded by the checks above
+        raise ConfigError(f"{name}: {section}: {exc}") from None
+
+
+def _scalar(node: yaml.Node, want: type, name: str, key: str) -> Any:
+    line = node.start_mark.line + 1
+    if not isinstance(node, yaml.ScalarNode):
+        raise ConfigError(f"{name} line {line}: {key}: expected a {want.__name__}, got a "
+                          f"{'list' if isinstance(node, yaml.SequenceNode) else 'mapping'}")
+    value = yaml.safe_load(node.value) if node.style is None else node.value
+    if want is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, want) or (want is not bool and isinstance(value, bool)):
+        raise ConfigError(f"{name} line {line}: {key}: expected a {want.__name__}, got "
+                          f"{node.value!r}")
+    return value
+
+
+_THEME_LINE = re.compile(r"^theme\s*:.*$", re.MULTILINE)
+
+
+def save_theme(theme: str, path: Path | None = None) -> Path:
+    """Remember the theme: rewrite the top-level ``theme:`` line, or append one."""
+    if theme not in THEMES:
+        raise ValueError(f"unknown theme {theme!r}")
+    path = path or config_path()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    if _THEME_LINE.search(text):
+        text = _THEME_LINE.sub(f"theme: {theme}", text, count=1)
+    else:
+        text = (text + ("\n" if text and not text.endswith("\n") else "")
+                + f"theme: {theme}\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,203 @@
+"""Frozen, timestamped value types shared by every layer.
+
+Nothing here does I/O. Sources produce these, the snapshot fold combines them, diagnosis reads
+them and the UI renders them. Times are POSIX seconds (float); sizes are bytes; percentages are
+0-100. A field that a device or the OS could not give us is ``None`` (shown as N/A), never a
+made-up zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Reading statuses: a failure outside is a state, never an exception.
+OK = "ok"
+UNAVAILABLE = "unavailable"  # the thing is not there (no driver, no py-spy, no such file)
+DENIED = "denied"  # it is there but we may not read it (ptrace, /proc permissions)
+TIMEOUT = "timeout"
+ERROR = "error"
+STATUSES = (OK, UNAVAILABLE, DENIED, TIMEOUT, ERROR)
+
+# Symptom severities, least to most severe.
+SEVERITIES = ("info", "warning", "critical")
+
+
+def severity_rank(severity: str) -> int:
+    """Order of a severity (unknown ones sort lowest)."""
+    try:
+        return SEVERITIES.index(severity)
+    except ValueError:
+        return -1
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One poll of one source.
+
+    ``source`` names the source kind ("gpus", "procs", ...); ``payload`` is that kind's value
+    type (``GpuPoll`` for gpus, ``ProcPoll`` for procs) or ``None`` when the poll failed.
+    ``message`` says what went wrong in one line and ``remedy`` what the user can do about it.
+    """
+
+    source: str
+    timestamp: float
+    status: str
+    payload: Any = None
+    message: str = ""
+    remedy: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    """A process that NVML reports on a GPU. ``pid`` is in NVML's (the host's) PID namespace."""
+
+    pid: int
+    used_memory: int | None = None  # bytes
+    local: bool = True  # False: this PID does not exist in our PID namespace
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    index: int
+    name: str
+    uuid: str
+    util: float | None = None  # GPU utilisation, %
+    mem_util: float | None = None  # memory controller utilisation, %
+    mem_used: int | None = None  # bytes
+    mem_total: int | None = None  # bytes
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    temperature_c: float | None = None
+    sm_clock_mhz: int | None = None
+    throttle_reasons: tuple[str, ...] | None = None  # None: not supported
+    ecc_errors: int | None = None  # volatile uncorrected; None: not supported
+    processes: tuple[GpuProcess, ...] = ()
+    simulated: bool = False
+    error: str = ""  # this device failed as a whole (e.g. "GPU is lost")
+
+    @property
+    def mem_percent(self) -> float | None:
+        if self.mem_used is None or not self.mem_total:
+            return None
+        return 100.0 * self.mem_used / self.mem_total
+
+
+@dataclass(frozen=True, slots=True)
+class GpuPoll:
+    """Payload of a "gpus" reading."""
+
+    gpus: tuple[GpuSample, ...] = ()
+    driver_version: str | None = None
+    simulated: bool = False
+    # PIDs NVML reports that do not exist here: the job runs in another PID namespace.
+    foreign_pids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ProcInfo:
+    """One process of the watched job, as psutil and /proc show it."""
+
+    pid: int
+    ppid: int | None = None
+    name: str = ""
+    cmdline: tuple[str, ...] = ()
+    rank: int | None = None
+    local_rank: int | None = None
+    world_size: int | None = None
+    local_world_size: int | None = None
+    role: str = ""  # e.g. "trainer", "WorkerDict", "TaskRunner", "vllm"
+    cpu_percent: float | None = None
+    rss: int | None = None  # bytes
+    state: str = ""  # psutil status: running, sleeping, disk-sleep, zombie, ...
+    num_threads: int | None = None
+    create_time: float | None = None
+    gpu_index: int | None = None
+    gpu_from: str = ""  # "nvml" | "env" | "" (how gpu_index was found)
+    debug_env: tuple[tuple[str, str], ...] = ()  # NCCL_DEBUG & co., secrets redacted
+    stdout_path: str | None = None
+    stderr_path: str | None = None
+    partial: bool = False  # some fields could not be read
+    partial_reason: str = ""
+
+    @property
+    def is_zombie(self) -> bool:
+        return self.state == "zombie"
+
+
+@dataclass(frozen=True, slots=True)
+class ProcPoll:
+    """Payload of a "procs" reading."""
+
+    procs: tuple[ProcInfo, ...] = ()
+    how: str = ""  # how the job was found, e.g. "env RANK/LOCAL_RANK", "--pid 12 13"
+    denied: int = 0  # processes we could not inspect at all
+
+
+@dataclass(frozen=True, slots=True)
+class DepartedRank:
+    """A process of the job that was seen earlier and is gone (or a zombie) now."""
+
+    pid: int
+    rank: int | None
+    last_seen: float
+    gone_since: float  # first snapshot time at which it was missing
+    reason: str = "exited"  # "exited" | "zombie" | "missing from WORLD_SIZE"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceState:
+    """What the header shows per source: status and the age of its last reading."""
+
+    name: str
+    status: str
+    last_reading: float | None = None  # time of the newest reading, any status
+    last_ok: float | None = None
+    message: str = ""
+    remedy: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSnapshot:
+    """Everything known about the node at ``timestamp`` ("now" for diagnosis)."""
+
+    timestamp: float
+    host: str = ""
+    job: str = ""
+    gpus: tuple[GpuSample, ...] = ()
+    gpu_simulated: bool = False
+    foreign_gpu_pids: tuple[int, ...] = ()
+    procs: tuple[ProcInfo, ...] = ()
+    departed: tuple[DepartedRank, ...] = ()
+    sources: tuple[SourceState, ...] = ()
+
+    def source(self, name: str) -> SourceState | None:
+        for state in self.sources:
+            if state.name == name:
+                return state
+        return None
+
+    @property
+    def live_procs(self) -> tuple[ProcInfo, ...]:
+        return tuple(p for p in self.procs if not p.is_zombie)
+
+
+@dataclass(frozen=True, slots=True)
+class Symptom:
+    """A finding. ``id`` is a stable public string (see docs/symptoms.md)."""
+
+    id: str
+    severity: str  # one of SEVERITIES
+    title: str
+    ranks: tuple[int, ...] = ()
+    evidence: tuple[str, ...] = ()
+    next_steps: tuple[str, ...] = ()
+    since: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    timestamp: float
+    verdict: str  # healthy | warning | critical
+    symptoms: tuple[Symptom, ...] = ()  # most severe first
+    notes: tuple[str, ...] = field(default=())  # what could not be checked, and why

@@ -1,0 +1,1 @@
+"""Pure text -> model parsers. Never imports textual, rich, pynvml, psutil or subprocess."""

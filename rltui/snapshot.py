@@ -1,0 +1,161 @@
+"""Fold readings into immutable ``NodeSnapshot`` values. Pure: no I/O, no clock.
+
+The fold is the one place that knows how readings combine, so the app (on its main thread), the
+headless ``diagnose`` command and replay all produce the same snapshots from the same readings.
+It remembers every job process it has seen, which is how a rank that exits shows up as departed
+rather than silently vanishing from the table.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field, replace
+from typing import Iterable
+
+from rltui import model
+from rltui.model import DepartedRank, GpuPoll, NodeSnapshot, ProcInfo, ProcPoll, Reading, SourceState
+
+DEFAULT_HISTORY = 600
+
+
+@dataclass
+class _Seen:
+    info: ProcInfo
+    last_seen: float
+    gone_since: float | None = None
+
+
+@dataclass
+class Tracker:
+    """Mutable accumulator; ``snapshot(now)`` returns an immutable view."""
+
+    host: str = ""
+    job: str = ""
+    _sources: dict[str, SourceState] = field(default_factory=dict)
+    _gpu_poll: GpuPoll | None = None
+    _procs: tuple[ProcInfo, ...] = ()
+    _seen: dict[int, _Seen] = field(default_factory=dict)
+    _extra: dict[str, Reading] = field(default_factory=dict)
+
+    def apply(self, reading: Reading) -> None:
+        prev = self._sources.get(reading.source)
+        ok = reading.status == model.OK
+        self._sources[reading.source] = SourceState(
+            name=reading.source,
+            status=reading.status,
+            last_reading=reading.timestamp,
+            last_ok=reading.timestamp if ok else (prev.last_ok if prev else None),
+            message=reading.message,
+            remedy=reading.remedy,
+        )
+        if reading.source == "gpus":
+            # A failed GPU poll keeps no stale numbers: the pane shows the failure instead.
+            self._gpu_poll = reading.payload if isinstance(reading.payload, GpuPoll) else None
+        elif reading.source == "procs":
+            if isinstance(reading.payload, ProcPoll):
+                self._apply_procs(reading.payload.procs, reading.timestamp)
+        else:
+            # Sources added by later issues (logs, stacks) are kept for their own folds.
+            self._extra[reading.source] = reading
+
+    def _apply_procs(self, procs: tuple[ProcInfo, ...], now: float) -> None:
+        self._procs = procs
+        present = {p.pid for p in procs if not p.is_zombie}
+        for p in procs:
+            seen = self._seen.get(p.pid)
+            if p.is_zombie:
+                if seen is None:
+                    self._seen[p.pid] = _Seen(p, now, gone_since=now)
+                elif seen.gone_since is None:
+                    seen.gone_since = now
+                    seen.info = p if p.rank is not None else replace(p, rank=seen.info.rank)
+                continue
+            self._seen[p.pid] = _Seen(p, now)
+        for pid, seen in self._seen.items():
+            if pid not in present and seen.gone_since is None:
+                seen.gone_since = now
+
+    def extra(self, source: str) -> Reading | None:
+        return self._extra.get(source)
+
+    def snapshot(self, now: float) -> NodeSnapshot:
+        gp = self._gpu_poll
+        departed = []
+        live_ranks = {p.rank for p in self._procs if not p.is_zombie and p.rank is not None}
+        for pid, seen in sorted(self._seen.items()):
+            if seen.gone_since is None:
+                continue
+            if seen.info.rank is not None and seen.info.rank in live_ranks:
+                continue  # the rank was restarted under a new pid (elastic restart)
+            departed.append(DepartedRank(
+                pid=pid,
+                rank=seen.info.rank,
+                last_seen=seen.last_seen,
+                gone_since=seen.gone_since,
+                reason="zombie" if seen.info.is_zombie else "exited",
+            ))
+        departed.extend(_missing_from_world(self._procs, now, {d.rank for d in departed}))
+        return NodeSnapshot(
+            timestamp=now,
+            host=self.host,
+            job=self.job,
+            gpus=gp.gpus if gp else (),
+            gpu_simulated=gp.simulated if gp else False,
+            foreign_gpu_pids=gp.foreign_pids if gp else (),
+            procs=self._procs,
+            departed=tuple(departed),
+            sources=tuple(self._sources[k] for k in sorted(self._sources)),
+        )
+
+
+def _missing_from_world(procs: tuple[ProcInfo, ...], now: float,
+                        known: set[int | None]) -> list[DepartedRank]:
+    """Ranks a single-node job should have but does not, even if we never saw them.
+
+    Only when every live process agrees that the whole world lives on this node
+    (LOCAL_WORLD_SIZE == WORLD_SIZE, or WORLD_SIZE alone with no LOCAL_WORLD_SIZE and no rank
+    beyond it); on a multi-node job the other ranks are elsewhere, not missing.
+    """
+    ranked = [p for p in procs if p.rank is not None and not p.is_zombie]
+    if not ranked:
+        return []
+    worlds = {p.world_size for p in ranked}
+    local_worlds = {p.local_world_size for p in ranked}
+    if len(worlds) != 1 or None in worlds:
+        return []
+    world = worlds.pop()
+    if local_worlds != {None} and local_worlds != {world}:
+        return []
+    if world is None or world > 4096:
+        return []
+    present = {p.rank for p in ranked}
+    return [DepartedRank(pid=0, rank=r, last_seen=0.0, gone_since=now,
+                         reason="missing from WORLD_SIZE")
+            for r in range(world) if r not in present and r not in known]
+
+
+@dataclass
+class History:
+    """Bounded history of snapshots, oldest first."""
+
+    maxlen: int = DEFAULT_HISTORY
+    _items: deque[NodeSnapshot] = field(default_factory=deque)
+
+    def __post_init__(self) -> None:
+        self._items = deque(self._items, maxlen=self.maxlen)
+
+    def append(self, snap: NodeSnapshot) -> None:
+        self._items.append(snap)
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def since(self, t: float) -> Iterable[NodeSnapshot]:
+        return (s for s in self._items if s.timestamp >= t)
+
+    @property
+    def items(self) -> tuple[NodeSnapshot, ...]:
+        return tuple(self._items)

@@ -1,0 +1,1 @@
+"""Everything that touches the outside world. One module per kind of source."""
