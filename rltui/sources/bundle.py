@@ -1,0 +1,114 @@
+"""The ``Bundle``: which sources to poll, how often, and what to tear down at the end.
+
+cli builds one bundle per mode (live, demo, replay) and hands it to the app or to a headless
+command. The app never constructs a source itself; tests build bundles from fakes or scenarios.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from rltui.model import Reading
+from rltui.sources.base import Source, guarded_poll
+from rltui.sources.record import Recorder
+from rltui.sources.replay import Player, Scenario
+
+
+@dataclass
+class SourceSpec:
+    source: Source
+    interval: float  # seconds between polls
+
+
+@dataclass
+class Bundle:
+    mode: str  # "live" | "demo" | "replay"
+    host: str = field(default_factory=socket.gethostname)
+    job: str = ""
+    specs: list[SourceSpec] = field(default_factory=list)
+    player: Player | None = None  # replay mode: readings come from here instead of specs
+    recorder: Recorder | None = None
+    closers: list[Callable[[], None]] = field(default_factory=list)
+    _closed: bool = False
+
+    def intervals(self) -> dict[str, float]:
+        return {s.source.name: s.interval for s in self.specs}
+
+    def close(self) -> None:
+        """Close sources and run closers (stop the demo job). Idempotent, never raises."""
+        if self._closed:
+            return
+        self._closed = True
+        for spec in self.specs:
+            try:
+                spec.source.close()
+            except Exception:  # noqa: BLE001 - teardown must go on
+                pass
+        for closer in self.closers:
+            try:
+                closer()
+            except Exception:  # noqa: BLE001
+                pass
+        if self.recorder is not None:
+            self.recorder.close()
+
+
+def live_bundle(settings, match: str | None = None, pids: Sequence[int] = ()) -> Bundle:
+    from rltui.sources.nvml import NvmlSource
+    from rltui.sources.procs import ProcSource
+
+    nvml = NvmlSource()
+    procs = ProcSource(match=match, pids=tuple(pids), gpu_map=nvml.gpu_pid_map,
+                       include_children=bool(pids))
+    job = f"--match {match}" if match else (f"--pid {' '.join(map(str, pids))}" if pids
+                                             else "ranks found by environment")
+    return Bundle(mode="live", job=job, specs=[
+        SourceSpec(nvml, settings.cadence.gpus),
+        SourceSpec(procs, settings.cadence.procs),
+    ])
+
+
+def demo_bundle(settings, job) -> Bundle:
+    """``job`` is a started ``rltui.demo.job.DemoJob``; the bundle stops it on close."""
+    from rltui.sources.procs import ProcSource
+    from rltui.sources.simgpu import SimGpuSource
+
+    gpus = SimGpuSource(job)
+    procs = ProcSource(pids=tuple(job.pids), gpu_map=gpus.gpu_pid_map)
+    return Bundle(mode="demo", job=f"demo: {job.scenario} ({len(job.pids)} ranks)", specs=[
+        SourceSpec(gpus, settings.cadence.gpus),
+        SourceSpec(procs, settings.cadence.procs),
+    ], closers=[job.stop])
+
+
+def replay_bundle(scenario: Scenario, speed: float = 1.0) -> Bundle:
+    return Bundle(mode="replay", host=scenario.host or "replay",
+                  job=scenario.job or scenario.path, player=Player(scenario, speed=speed))
+
+
+def run_schedule(specs: Sequence[SourceSpec], duration: float,
+                 on_reading: Callable[[Reading], None],
+                 stop: threading.Event | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+    """Poll every source at its cadence for ``duration`` seconds (headless record/diagnose).
+
+    Every source is polled once at the start and, when the duration allows, once more at the
+    end, so rates (CPU %) have two samples even for a short run.
+    """
+    stop = stop or threading.Event()
+    start = clock()
+    due = [start] * len(specs)
+    while not stop.is_set():
+        now = clock()
+        for i, spec in enumerate(specs):
+            if now >= due[i]:
+                on_reading(guarded_poll(spec.source))
+                due[i] = now + max(spec.interval, 0.05)
+        if now - start >= duration:
+            break
+        wake = min(min(due), start + duration)
+        stop.wait(max(0.0, wake - clock()))
