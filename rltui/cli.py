@@ -1,0 +1,287 @@
+"""Command line: argument parsing, sub-commands and exit codes.
+
+Only the standard library is imported at module level so ``rltui --help`` starts fast; each
+command imports what it needs. Exit codes: 0 fine, 1 ``diagnose`` found something at or above
+``--fail-on``, 2 usage or input errors (bad flags, bad config, unreadable recording).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+EXIT_OK, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A problem the user can fix; printed as ``rltui: error: ...`` with exit code 2."""
+
+
+def _add_source_options(p: argparse.ArgumentParser, sub: bool = True) -> None:
+    # On sub-commands the defaults are suppressed so that an option given before the command
+    # (``rltui --pid 5 diagnose``) is not overwritten by the sub-parser's default.
+    dflt = argparse.SUPPRESS if sub else None
+    g = p.add_argument_group("which processes form the job (default: Python processes with "
+                             "RANK or LOCAL_RANK in their environment, and Ray workers)")
+    g.add_argument("--match", metavar="REGEX", default=dflt,
+                   help="processes whose command line matches REGEX")
+    g.add_argument("--pid", metavar="PID", type=int, action="append",
+                   default=dflt if sub else [],
+                   help="this process and its children (repeatable)")
+
+
+def _add_config_option(p: argparse.ArgumentParser, sub: bool = True) -> None:
+    p.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS if sub else None,
+                   help="config file (default: RLTUI_CONFIG, else the XDG config path)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rltui",
+        description="Live monitor and hang triage for distributed RL training nodes. With no "
+                    "command, watches this node.",
+        epilog="Docs: docs/getting-started.md. Config: $XDG_CONFIG_HOME/rltui/config.yaml or "
+               "RLTUI_CONFIG.")
+    p.add_argument("--version", action="version", version=f"rltui {_version()}")
+    _add_config_option(p, sub=False)
+    _add_source_options(p, sub=False)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    d = sub.add_parser("demo", help="start a real synthetic multi-process job and watch it",
+                       description="Starts a synthetic training job (one process per rank, "
+                                   "verl-style logs, simulated GPUs) and opens the monitor on it. "
+                                   "The job is stopped when the app quits.")
+    d.add_argument("--scenario", default="healthy", help="what the job does (see --list)")
+    d.add_argument("--ranks", type=int, default=4, help="number of ranks (2-64, default 4)")
+    d.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    _add_config_option(d)
+
+    r = sub.add_parser("replay", help="play a recorded scenario folder in the app")
+    r.add_argument("dir", metavar="DIR")
+    r.add_argument("--speed", type=float, default=1.0, help="playback speed (default 1)")
+    _add_config_option(r)
+
+    rec = sub.add_parser("record", help="record every reading into a scenario folder",
+                         description="Polls the sources at their cadence and writes every "
+                                     "reading to OUT (see docs/scenarios.md).")
+    rec.add_argument("out", metavar="OUT")
+    rec.add_argument("--duration", type=float, default=60.0, help="seconds (default 60)")
+    rec.add_argument("--demo", metavar="SCENARIO",
+                     help="record a demo job running SCENARIO instead of this node's job")
+    rec.add_argument("--ranks", type=int, default=4, help="demo ranks (with --demo)")
+    _add_config_option(rec)
+    _add_source_options(rec)
+
+    dg = sub.add_parser("diagnose", help="print the snapshot and diagnosis, headless",
+                        description="Samples the sources (or reads a recording) and prints the "
+                                    "diagnosis. Exit 0: nothing at or above --fail-on; 1: "
+                                    "something is; 2: usage error.")
+    dg.add_argument("--replay", metavar="DIR", help="diagnose a recorded scenario folder")
+    dg.add_argument("--json", action="store_true", help="print JSON (docs/diagnose-json.md)")
+    dg.add_argument("--fail-on", choices=("warning", "critical"), default="critical",
+                    help="lowest severity that makes the exit code 1 (default critical)")
+    dg.add_argument("--duration", type=float, default=1.0,
+                    help="seconds to sample live sources (default 1; sustained checks need more)")
+    dg.add_argument("--demo", metavar="SCENARIO", help=argparse.SUPPRESS)
+    dg.add_argument("--ranks", type=int, default=4, help=argparse.SUPPRESS)
+    _add_config_option(dg)
+    _add_source_options(dg)
+    return p
+
+
+def _version() -> str:
+    from rltui import __version__
+    return __version__
+
+
+def _settings(args: argparse.Namespace):
+    from rltui import config
+    path = Path(args.config).expanduser() if args.config else config.config_path()
+    if args.config and not path.is_file():
+        raise UsageError(f"config file {path}: not found")
+    try:
+        return config.load(path), path
+    except config.ConfigError as exc:
+        raise UsageError(f"config error: {exc}") from None
+
+
+def _source_args(args: argparse.Namespace) -> tuple[str | None, list[int]]:
+    match = getattr(args, "match", None)
+    if match:
+        import re
+        try:
+            re.compile(match)
+        except re.error as exc:
+            raise UsageError(f"--match {match!r}: not a valid regular expression: {exc}") from None
+    pids = list(getattr(args, "pid", []) or [])
+    for pid in pids:
+        if pid <= 0:
+            raise UsageError(f"--pid {pid}: not a process id")
+    return match, pids
+
+
+def _start_demo(scenario: str, ranks: int):
+    from rltui.demo.job import SCENARIOS, DemoJob
+    if scenario not in SCENARIOS:
+        raise UsageError(f"unknown scenario {scenario!r}; choose one of: {', '.join(SCENARIOS)}")
+    try:
+        job = DemoJob(scenario=scenario, ranks=ranks)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    job.start()
+    return job
+
+
+def _run_app(bundle, settings, config_path) -> int:
+    from rltui.ui.app import build_app
+    try:
+        build_app(bundle, settings, config_path).run()
+    finally:
+        bundle.close()
+    return EXIT_OK
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    settings, path = _settings(args)
+    match, pids = _source_args(args)
+    from rltui.sources.bundle import live_bundle
+    return _run_app(live_bundle(settings, match, pids), settings, path)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    if args.list:
+        from rltui.demo.job import SCENARIOS
+        for name, text in SCENARIOS.items():
+            print(f"{name:22} {text}")
+        return EXIT_OK
+    settings, path = _settings(args)
+    job = _start_demo(args.scenario, args.ranks)
+    from rltui.sources.bundle import demo_bundle
+    try:
+        bundle = demo_bundle(settings, job)
+    except BaseException:
+        job.stop()
+        raise
+    return _run_app(bundle, settings, path)
+
+
+def _load_scenario(path: str):
+    from rltui.sources.replay import ScenarioError, load
+    try:
+        return load(path)
+    except ScenarioError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    settings, path = _settings(args)
+    if args.speed <= 0:
+        raise UsageError("--speed must be positive")
+    scenario = _load_scenario(args.dir)
+    for warning in scenario.warnings:
+        print(f"rltui: warning: {warning}", file=sys.stderr)
+    from rltui.sources.bundle import replay_bundle
+    return _run_app(replay_bundle(scenario, args.speed), settings, path)
+
+
+def _live_or_demo_bundle(args: argparse.Namespace, settings):
+    from rltui.sources.bundle import demo_bundle, live_bundle
+    if getattr(args, "demo", None):
+        job = _start_demo(args.demo, args.ranks)
+        return demo_bundle(settings, job)
+    match, pids = _source_args(args)
+    return live_bundle(settings, match, pids)
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    settings, _ = _settings(args)
+    if args.duration <= 0:
+        raise UsageError("--duration must be positive")
+    from rltui.sources.bundle import run_schedule
+    from rltui.sources.record import Recorder
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"{out}: exists and is not an empty folder")
+    bundle = _live_or_demo_bundle(args, settings)
+    try:
+        bundle.recorder = Recorder(out, host=bundle.host, job=bundle.job,
+                                   intervals=bundle.intervals(),
+                                   description=f"rltui record, {args.duration:g} s")
+        print(f"recording {bundle.job} to {out} for {args.duration:g} s (Ctrl-C stops early)",
+              file=sys.stderr)
+        try:
+            run_schedule(bundle.specs, args.duration, bundle.recorder.write)
+        except KeyboardInterrupt:
+            print("stopped early", file=sys.stderr)
+        print(f"wrote {bundle.recorder.count} readings to {out}", file=sys.stderr)
+    finally:
+        bundle.close()
+    return EXIT_OK
+
+
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    settings, _ = _settings(args)
+    from rltui import report
+    from rltui.monitor import Monitor
+    if args.replay:
+        scenario = _load_scenario(args.replay)
+        monitor = Monitor(host=scenario.host, job=scenario.job, thresholds=settings.thresholds,
+                          history_len=settings.history)
+        result = monitor.replay(scenario.readings)
+        if result is None:
+            raise UsageError(f"{args.replay}: the recording holds no readings")
+        notes = list(scenario.warnings)
+        mode, now_source = "replay", "recording"
+    else:
+        if args.duration < 0:
+            raise UsageError("--duration must not be negative")
+        from rltui.sources.bundle import run_schedule
+        bundle = _live_or_demo_bundle(args, settings)
+        monitor = Monitor(host=bundle.host, job=bundle.job, thresholds=settings.thresholds,
+                          history_len=settings.history)
+
+        def fold(reading):
+            monitor.ingest(reading)
+            monitor.evaluate(time.time())
+
+        try:
+            run_schedule(bundle.specs, args.duration, fold)
+        finally:
+            bundle.close()
+        result = monitor.evaluate(time.time())
+        notes, mode, now_source = [], "live", "clock"
+    snap, diagnosis = result
+    if notes:
+        from dataclasses import replace
+        diagnosis = replace(diagnosis, notes=diagnosis.notes + tuple(notes))
+    if args.json:
+        import json
+        print(json.dumps(report.to_json(snap, diagnosis, mode, now_source), indent=2))
+    else:
+        sys.stdout.write(report.to_text(snap, diagnosis))
+    return EXIT_FOUND if report.should_fail(diagnosis, args.fail_on) else EXIT_OK
+
+
+COMMANDS = {None: cmd_watch, "demo": cmd_demo, "replay": cmd_replay, "record": cmd_record,
+            "diagnose": cmd_diagnose}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except UsageError as exc:
+        print(f"rltui: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,103 @@
+"""The headless views of a snapshot and its diagnosis: the ``--json`` document and plain text.
+
+Pure. The JSON schema is public (docs/diagnose-json.md): fields are only ever added, never
+renamed, and ``schema`` is bumped only for a change a script would notice.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rltui import __version__
+from rltui.model import Diagnosis, NodeSnapshot, severity_rank
+from rltui.rankset import compact
+from rltui.serialize import to_data
+
+SCHEMA = 1
+FAIL_LEVELS = ("warning", "critical")
+
+
+def should_fail(diagnosis: Diagnosis, fail_on: str) -> bool:
+    """True when any symptom is at or above ``fail_on`` (warning | critical)."""
+    floor = severity_rank(fail_on)
+    return any(severity_rank(s.severity) >= floor for s in diagnosis.symptoms)
+
+
+def to_json(snap: NodeSnapshot, diagnosis: Diagnosis, mode: str,
+            now_source: str = "clock") -> dict[str, Any]:
+    gpus = []
+    for g in snap.gpus:
+        item = to_data(g)
+        item["mem_percent"] = g.mem_percent
+        gpus.append(item)
+    return {
+        "schema": SCHEMA,
+        "tool": f"rltui {__version__}",
+        "mode": mode,
+        "host": snap.host,
+        "job": snap.job,
+        "timestamp": snap.timestamp,
+        "now_source": now_source,
+        "verdict": diagnosis.verdict,
+        "symptoms": [to_data(s) for s in diagnosis.symptoms],
+        "gpus": gpus,
+        "gpu_simulated": snap.gpu_simulated,
+        "foreign_gpu_pids": list(snap.foreign_gpu_pids),
+        "ranks": [to_data(p) for p in sorted(snap.procs, key=_rank_key)],
+        "departed": [to_data(d) for d in snap.departed],
+        "sources": [to_data(s) for s in snap.sources],
+        "notes": list(diagnosis.notes),
+    }
+
+
+def _rank_key(p) -> tuple:
+    return (p.rank is None, p.rank if p.rank is not None else 0, p.pid)
+
+
+def _gib(n: int | None) -> str:
+    return "N/A" if n is None else f"{n / 2**30:.1f}G"
+
+
+def _num(v: float | None, fmt: str = "{:.0f}", unit: str = "") -> str:
+    return "N/A" if v is None else fmt.format(v) + unit
+
+
+def to_text(snap: NodeSnapshot, diagnosis: Diagnosis) -> str:
+    """A plain report for a terminal or a ticket."""
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snap.timestamp))
+    lines = [f"rltui diagnose: {snap.host or '?'}  {snap.job}  at {when}",
+             f"verdict: {diagnosis.verdict.upper()}", ""]
+    if diagnosis.symptoms:
+        for s in diagnosis.symptoms:
+            ranks = f" [ranks {compact(s.ranks)}]" if s.ranks else ""
+            lines.append(f"{s.severity.upper():8} {s.id}: {s.title}{ranks}")
+            lines.extend(f"    - {e}" for e in s.evidence)
+            lines.append("    next steps:")
+            lines.extend(f"      {i}. {step}" for i, step in enumerate(s.next_steps, 1))
+            lines.append("")
+    else:
+        lines += ["No symptoms found.", ""]
+    label = " (simulated)" if snap.gpu_simulated else ""
+    lines.append(f"GPUs{label}: {len(snap.gpus)}")
+    for g in snap.gpus:
+        if g.error:
+            lines.append(f"  {g.index:>3} {g.name}: {g.error}")
+            continue
+        lines.append(f"  {g.index:>3} {g.name[:24]:24} util {_num(g.util, unit='%'):>5}  "
+                     f"mem {_gib(g.mem_used)}/{_gib(g.mem_total)}  "
+                     f"{_num(g.temperature_c, unit='C')}  {_num(g.power_w, unit='W')}")
+    lines.append(f"Job processes: {len(snap.procs)}")
+    for p in sorted(snap.procs, key=_rank_key):
+        rank = "-" if p.rank is None else str(p.rank)
+        gpu = "-" if p.gpu_index is None else str(p.gpu_index)
+        lines.append(f"  rank {rank:>4} pid {p.pid:>7} gpu {gpu:>3} cpu "
+                     f"{_num(p.cpu_percent, unit='%'):>5} {p.state:10} {p.role}"
+                     + ("  (partial)" if p.partial else ""))
+    for d in snap.departed:
+        rank = "-" if d.rank is None else str(d.rank)
+        lines.append(f"  rank {rank:>4} pid {d.pid or '-':>7} {d.reason}")
+    if diagnosis.notes:
+        lines.append("")
+        lines.extend(f"note: {n}" for n in diagnosis.notes)
+    return "\n".join(lines) + "\n"

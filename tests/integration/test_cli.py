@@ -1,0 +1,111 @@
+"""The command line as a script sees it: exit codes, messages, JSON shape."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rltui.model import GpuPoll, GpuSample, ProcInfo, ProcPoll, Reading
+from rltui.sources.record import Recorder
+
+
+def rltui(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "rltui", *args], capture_output=True,
+                          text=True, env=env, timeout=60)
+
+
+def write_scenario(path, exit_rank=None, seconds=40):
+    """Four ranks on four GPUs; optionally ``exit_rank`` leaves at t=5 and its GPU goes idle."""
+    with Recorder(path, host="node-a", job="test job", intervals={"gpus": 1, "procs": 1}) as rec:
+        for i in range(seconds):
+            t = 1000.0 + i
+            gone = exit_rank is not None and i >= 5
+            procs = tuple(ProcInfo(pid=100 + r, rank=r, local_rank=r, world_size=4,
+                                   gpu_index=r, state="sleeping")
+                          for r in range(4) if not (gone and r == exit_rank))
+            utils = [0.0 if gone and r in (exit_rank, 0) else 97.0 for r in range(4)]
+            rec.write(Reading("procs", t, "ok", ProcPoll(procs)))
+            rec.write(Reading("gpus", t + 0.1, "ok", GpuPoll(tuple(
+                GpuSample(index=r, name="H100", uuid=f"GPU-{r}", util=u) for r, u in
+                enumerate(utils)))))
+    return path
+
+
+def test_diagnose_replay_healthy_exits_0(tmp_path):
+    out = rltui("diagnose", "--replay", str(write_scenario(tmp_path / "s")), "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["schema"] == 1 and doc["verdict"] == "healthy" and doc["symptoms"] == []
+    assert len(doc["gpus"]) == 4 and [r["rank"] for r in doc["ranks"]] == [0, 1, 2, 3]
+
+
+def test_diagnose_replay_rank_exit_exits_1_with_symptoms(tmp_path):
+    out = rltui("diagnose", "--replay", str(write_scenario(tmp_path / "s", exit_rank=3)),
+                "--json")
+    assert out.returncode == 1, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["verdict"] == "critical"
+    ids = [s["id"] for s in doc["symptoms"]]
+    assert ids == ["rank-exited", "gpu-idle-vs-busy"]
+    exited = doc["symptoms"][0]
+    assert exited["ranks"] == [3] and exited["severity"] == "critical"
+    assert set(exited) >= {"id", "severity", "title", "ranks", "evidence", "next_steps"}
+
+
+def test_fail_on_warning_counts_warnings(tmp_path):
+    path = write_scenario(tmp_path / "s", exit_rank=3)
+    text = rltui("diagnose", "--replay", str(path))
+    assert text.returncode == 1 and "rank-exited" in text.stdout
+    assert rltui("diagnose", "--replay", str(path), "--fail-on", "warning").returncode == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["diagnose", "--replay", "/nonexistent/rltui-scenario"], "not a scenario folder"),
+    (["demo", "--scenario", "no-such-thing"], "unknown scenario"),
+    (["diagnose", "--match", "(unclosed"], "not a valid regular expression"),
+    (["diagnose", "--fail-on", "sometimes"], "invalid choice"),
+    (["replay", "/nonexistent", "--speed", "0"], "--speed must be positive"),
+])
+def test_usage_errors_exit_2_with_a_message(args, message):
+    out = rltui(*args)
+    assert out.returncode == 2
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_unknown_schema_version_is_a_clear_error(tmp_path):
+    path = write_scenario(tmp_path / "s")
+    meta = json.loads((path / "scenario.json").read_text())
+    meta["schema_version"] = 99
+    (path / "scenario.json").write_text(json.dumps(meta))
+    out = rltui("diagnose", "--replay", str(path))
+    assert out.returncode == 2 and "schema_version 99" in out.stderr and "upgrade" in out.stderr
+
+
+def test_bad_config_names_key_and_line(tmp_path):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("theme: dark\nthresholds:\n  gpu_idle_pct: lots\n")
+    out = rltui("--config", str(cfg), "diagnose", "--replay", str(write_scenario(tmp_path / "s")))
+    assert out.returncode == 2
+    assert "line 3" in out.stderr and "thresholds.gpu_idle_pct" in out.stderr
+
+
+def test_config_thresholds_change_the_diagnosis(tmp_path):
+    """A sustain window longer than the recording keeps gpu-idle-vs-busy quiet."""
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("thresholds:\n  gpu_idle_sustain_s: 600\n")
+    path = write_scenario(tmp_path / "s", exit_rank=3)
+    out = rltui("diagnose", "--replay", str(path), "--json", "--config", str(cfg))
+    ids = [s["id"] for s in json.loads(out.stdout)["symptoms"]]
+    assert ids == ["rank-exited"]
+
+
+def test_corrupt_recording_keeps_good_lines_and_says_so(tmp_path):
+    path = write_scenario(tmp_path / "s", exit_rank=3)
+    with open(path / "readings.jsonl", "a") as fh:
+        fh.write('{"source": "procs", "timest\n\x00\x01garbage\n')
+    out = rltui("diagnose", "--replay", str(path), "--json")
+    assert out.returncode == 1
+    doc = json.loads(out.stdout)
+    assert any("skipped 2 bad line(s)" in n for n in doc["notes"])

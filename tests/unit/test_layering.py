@@ -1,0 +1,45 @@
+"""The pure layers never import the UI or the outside world (architecture rule)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+PURE_MODULES = [
+    "rltui.model",
+    "rltui.serialize",
+    "rltui.snapshot",
+    "rltui.monitor",
+    "rltui.report",
+    "rltui.rankset",
+    "rltui.redact",
+    "rltui.parsing",
+    "rltui.diagnosis",
+    "rltui.diagnosis.gpu",
+    "rltui.diagnosis.ranks",
+]
+FORBIDDEN = ["textual", "rich", "pynvml", "psutil", "subprocess"]
+
+
+@pytest.mark.parametrize("module", PURE_MODULES)
+def test_pure_module_imports_nothing_forbidden(module):
+    code = (
+        "import sys, json, importlib\n"
+        f"importlib.import_module({module!r})\n"
+        f"print(json.dumps([m for m in {FORBIDDEN!r} if m in sys.modules]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [], f"{module} pulls in {out.stdout.strip()}"
+
+
+def test_cli_help_does_not_import_textual_or_psutil():
+    """`rltui --help` must stay fast: the heavy packages load only for the command that needs them."""
+    code = (
+        "import sys, json\n"
+        "from rltui import cli\n"
+        "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps([m for m in ('textual', 'psutil', 'pynvml', 'yaml') if m in sys.modules]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
