@@ -32,17 +32,28 @@ class Monitor:
     def ingest(self, reading: Reading) -> None:
         self.tracker.apply(reading)
 
-    def evaluate(self, now: float) -> tuple[NodeSnapshot, Diagnosis]:
+    def observe(self, now: float) -> NodeSnapshot:
+        """Take a snapshot into the history without diagnosing it."""
         snap = self.tracker.snapshot(now)
         self.history.append(snap)
         self.snapshot = snap
+        return snap
+
+    def evaluate(self, now: float) -> tuple[NodeSnapshot, Diagnosis]:
+        snap = self.observe(now)
         self.diagnosis = diagnose(snap, self.history.items, self.thresholds)
         return snap, self.diagnosis
 
     def replay(self, readings: Iterable[Reading]) -> tuple[NodeSnapshot, Diagnosis] | None:
-        """Fold readings in order, evaluating after each (as the live app does)."""
-        result = None
+        """Fold readings in order with a snapshot after each, as the live app sees them, and
+        diagnose the last one (the rules read earlier snapshots only through the history)."""
+        last = None
         for r in readings:
-            self.ingest(r)
-            result = self.evaluate(r.timestamp)
-        return result
+            if last is not None:
+                self.ingest(last)
+                self.observe(last.timestamp)
+            last = r
+        if last is None:
+            return None
+        self.ingest(last)
+        return self.evaluate(last.timestamp)

@@ -48,61 +48,106 @@ def _hints(cls: type) -> dict[str, Any]:
 
 def from_data(cls: Any, data: Any, path: str = "$") -> Any:
     """Build ``cls`` (a type hint) from JSON data produced by ``to_data``."""
+    return _decoder(cls)(data, path)
+
+
+Decoder = typing.Callable[[Any, str], Any]
+
+
+@cache
+def _decoder(cls: Any) -> Decoder:
+    """A decoding function per type hint, built once: replays read thousands of readings, and
+    walking the type hints for every value would dominate start-up."""
     if cls is Any:
-        return data
+        return lambda data, path: data
     origin = typing.get_origin(cls)
     if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(cls)
-        if data is None and type(None) in args:
+        return _union_decoder(cls)
+    if origin is tuple:
+        return _tuple_decoder(cls)
+    if origin is dict:
+        value_decoder = _decoder(typing.get_args(cls)[1])
+
+        def dict_decoder(data: Any, path: str) -> Any:
+            if not isinstance(data, dict):
+                raise ValueError(f"{path}: expected an object")
+            return {k: value_decoder(v, f"{path}.{k}") for k, v in data.items()}
+        return dict_decoder
+    if isinstance(cls, type) and dataclasses.is_dataclass(cls):
+        return _dataclass_decoder(cls)
+    if cls is float:
+        def float_decoder(data: Any, path: str) -> float:
+            if isinstance(data, (int, float)) and not isinstance(data, bool):
+                return float(data)
+            raise ValueError(f"{path}: expected a number, got {data!r:.60}")
+        return float_decoder
+    if cls in (int, str, bool):
+        def scalar_decoder(data: Any, path: str) -> Any:
+            if isinstance(data, cls) and not (cls is int and isinstance(data, bool)):
+                return data
+            raise ValueError(f"{path}: expected {cls.__name__}, got {data!r:.60}")
+        return scalar_decoder
+    if cls is type(None):
+        def none_decoder(data: Any, path: str) -> None:
+            if data is not None:
+                raise ValueError(f"{path}: expected null")
+        return none_decoder
+    return lambda data, path: data
+
+
+def _union_decoder(cls: Any) -> Decoder:
+    args = typing.get_args(cls)
+    optional = type(None) in args
+    decoders = [_decoder(a) for a in args if a is not type(None)]
+
+    def union_decoder(data: Any, path: str) -> Any:
+        if data is None and optional:
             return None
         errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
+        for decode in decoders:
             try:
-                return from_data(arg, data, path)
+                return decode(data, path)
             except ValueError as exc:
                 errors.append(str(exc))
         raise ValueError(f"{path}: no type of {cls} fits: {'; '.join(errors)}")
-    if origin is tuple:
+    return union_decoder
+
+
+def _tuple_decoder(cls: Any) -> Decoder:
+    args = typing.get_args(cls)
+    if len(args) == 2 and args[1] is Ellipsis:
+        item = _decoder(args[0])
+
+        def var_tuple_decoder(data: Any, path: str) -> tuple:
+            if not isinstance(data, list):
+                raise ValueError(f"{path}: expected a list, got {type(data).__name__}")
+            return tuple(item(v, f"{path}[{i}]") for i, v in enumerate(data))
+        return var_tuple_decoder
+    items = [_decoder(a) for a in args]
+
+    def fixed_tuple_decoder(data: Any, path: str) -> tuple:
         if not isinstance(data, list):
             raise ValueError(f"{path}: expected a list, got {type(data).__name__}")
-        args = typing.get_args(cls)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(from_data(args[0], v, f"{path}[{i}]") for i, v in enumerate(data))
-        if len(args) != len(data):
-            raise ValueError(f"{path}: expected {len(args)} items, got {len(data)}")
-        return tuple(from_data(a, v, f"{path}[{i}]") for i, (a, v) in enumerate(zip(args, data)))
-    if origin is dict:
-        if not isinstance(data, dict):
-            raise ValueError(f"{path}: expected an object")
-        _, vt = typing.get_args(cls)
-        return {k: from_data(vt, v, f"{path}.{k}") for k, v in data.items()}
-    if isinstance(cls, type) and dataclasses.is_dataclass(cls):
+        if len(items) != len(data):
+            raise ValueError(f"{path}: expected {len(items)} items, got {len(data)}")
+        return tuple(d(v, f"{path}[{i}]") for i, (d, v) in enumerate(zip(items, data)))
+    return fixed_tuple_decoder
+
+
+def _dataclass_decoder(cls: type) -> Decoder:
+    hints = _hints(cls)
+    fields = [(f.name, _decoder(hints[f.name])) for f in dataclasses.fields(cls)]
+
+    def dataclass_decoder(data: Any, path: str) -> Any:
         if not isinstance(data, dict):
             raise ValueError(f"{path}: expected an object for {cls.__name__}")
-        hints = _hints(cls)
-        kwargs = {}
-        for f in dataclasses.fields(cls):
-            if f.name in data:
-                kwargs[f.name] = from_data(hints[f.name], data[f.name], f"{path}.{f.name}")
+        kwargs = {name: decode(data[name], f"{path}.{name}")
+                  for name, decode in fields if name in data}
         try:
             return cls(**kwargs)
         except TypeError as exc:
             raise ValueError(f"{path}: {exc}") from None
-    if cls is float:
-        if isinstance(data, (int, float)) and not isinstance(data, bool):
-            return float(data)
-        raise ValueError(f"{path}: expected a number, got {data!r:.60}")
-    if cls in (int, str, bool):
-        if isinstance(data, cls) and not (cls is int and isinstance(data, bool)):
-            return data
-        raise ValueError(f"{path}: expected {cls.__name__}, got {data!r:.60}")
-    if cls is type(None):
-        if data is None:
-            return None
-        raise ValueError(f"{path}: expected null")
-    return data
+    return dataclass_decoder
 
 
 def reading_to_data(reading: model.Reading) -> dict[str, Any]:

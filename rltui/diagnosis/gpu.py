@@ -25,10 +25,12 @@ def ranks_on(snap: NodeSnapshot, gpu_index: int) -> list[int]:
     return sorted(p.rank for p in snap.live_procs if p.gpu_index == gpu_index and p.rank is not None)
 
 
-def _split(snap: NodeSnapshot, th: Thresholds) -> tuple[set[int], set[int]]:
+def _split(snap: NodeSnapshot, th: Thresholds, job: set[int]) -> tuple[set[int], set[int]]:
+    """Idle and busy GPUs among ``job`` (indices); GPUs without a utilisation reading count
+    as neither."""
     idle, busy = set(), set()
-    for g in job_gpus(snap):
-        if g.util is None:
+    for g in snap.gpus:
+        if g.index not in job or g.util is None or g.error:
             continue
         if g.util <= th.gpu_idle_pct:
             idle.add(g.index)
@@ -39,7 +41,9 @@ def _split(snap: NodeSnapshot, th: Thresholds) -> tuple[set[int], set[int]]:
 
 def idle_vs_busy(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
                  th: Thresholds) -> list[Symptom]:
-    idle, busy = _split(snap, th)
+    # The job's GPUs as of now; the window is judged on those same GPUs.
+    job = {g.index for g in job_gpus(snap)}
+    idle, busy = _split(snap, th, job)
     if not idle or not busy:
         return []
     # Sustained: the same GPUs stayed idle (and others busy) in every snapshot of the window,
@@ -51,7 +55,7 @@ def idle_vs_busy(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
         return []
     since = snap.timestamp
     for s in reversed(window):
-        i, b = _split(s, th)
+        i, b = _split(s, th, job)
         idle &= i
         busy &= b
         if not idle or not busy:

@@ -22,6 +22,7 @@ _ERROR_UNINITIALIZED = 1
 _ERROR_NO_PERMISSION = 4
 _ERROR_DRIVER_NOT_LOADED = 9
 _ERROR_LIBRARY_NOT_FOUND = 12
+_ERROR_FUNCTION_NOT_FOUND = 13
 _ERROR_GPU_IS_LOST = 15
 _ERROR_RESET_REQUIRED = 16
 _ERROR_LIB_RM_VERSION_MISMATCH = 18
@@ -141,6 +142,7 @@ class NvmlSource:
         # Bound at init: the binding's error class, throttle getter and reason bits.
         self._error: type[BaseException] = Exception
         self._reasons_fn: Callable[[Any], int] | None = None
+        self._reasons_fallback: Callable[[Any], int] | None = None
         self._reason_bits: tuple[tuple[int, str], ...] = ()
         self._temperature_args: tuple[int, ...] = ()
         self._clock_args: tuple[int, ...] = ()
@@ -197,8 +199,10 @@ class NvmlSource:
     def _bind(self, nvml: Any) -> None:
         """Look up what the binding offers once, so a poll does no name lookups."""
         self._error = nvml.NVMLError
-        self._reasons_fn = (getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-                            or getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
+        events = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        throttle = getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+        self._reasons_fn = events or throttle
+        self._reasons_fallback = throttle if events else None
         bits = []
         for short, suffix in _REASONS:
             bit = getattr(nvml, "nvmlClocksEventReason" + suffix,
@@ -228,13 +232,16 @@ class NvmlSource:
         try:
             count = self._nvml.nvmlDeviceGetCount()
         except self._error as exc:
+            failure = _failure(exc, self._retry_init_s)
             if getattr(exc, "value", None) in (_ERROR_UNINITIALIZED, _ERROR_DRIVER_NOT_LOADED):
                 # The driver went away under us: start over, at the retry pace.
                 self._shutdown()
+                self._next_init = now + self._retry_init_s
+                self._failed = failure
             else:
                 with self._map_lock:
                     self._pid_map = {}
-            status, message, remedy = _failure(exc, self._retry_init_s)
+            status, message, remedy = failure
             return Reading(self.name, now, status, None, message, remedy)
 
         gpus = tuple(self._sample(index) for index in range(count))
@@ -301,7 +308,7 @@ class NvmlSource:
         nvml, h, get = self._nvml, device.handle, self._get
         util = get(nvml.nvmlDeviceGetUtilizationRates, h)
         memory = get(nvml.nvmlDeviceGetMemoryInfo, h)
-        reasons = get(self._reasons_fn, h) if self._reasons_fn else None
+        reasons = self._reasons(h)
         return GpuSample(
             index=index,
             name=device.name,
@@ -316,8 +323,23 @@ class NvmlSource:
             sm_clock_mhz=get(nvml.nvmlDeviceGetClockInfo, h, *self._clock_args),
             throttle_reasons=None if reasons is None else self._decode(reasons),
             ecc_errors=get(nvml.nvmlDeviceGetTotalEccErrors, h, *self._ecc_args),
-            processes=self._processes(get(nvml.nvmlDeviceGetComputeProcesses, h)),
+            processes=self._processes(get(nvml.nvmlDeviceGetComputeRunningProcesses, h)),
         )
+
+    def _reasons(self, handle: Any) -> int | None:
+        if self._reasons_fn is None:
+            return None
+        try:
+            return self._reasons_fn(handle)
+        except self._error as exc:
+            code = getattr(exc, "value", None)
+            if code == _ERROR_FUNCTION_NOT_FOUND and self._reasons_fallback:
+                # A new binding on a driver older than 535 lacks the "event" name: use the old.
+                self._reasons_fn, self._reasons_fallback = self._reasons_fallback, None
+                return self._reasons(handle)
+            if code in _DEVICE_GONE:
+                raise _DeviceGone(str(exc)) from None
+            return None
 
     def _decode(self, mask: int) -> tuple[str, ...]:
         # Bits this table does not name (newer drivers add some) are left out, not guessed at.
