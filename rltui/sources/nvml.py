@@ -335,7 +335,7 @@ class NvmlSource:
             code = getattr(exc, "value", None)
             if code == _ERROR_FUNCTION_NOT_FOUND and self._reasons_fallback:
                 # A new binding on a driver older than 535 lacks the "event" name: use the old.
-                self._reasons_fn, self._reasons_fallback = self._reasons_fallback, None
+                pass
                 return self._reasons(handle)
             if code in _DEVICE_GONE:
                 raise _DeviceGone(str(exc)) from None

@@ -131,19 +131,19 @@ proc_infos = st.builds(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=50, deadline=None, database=None)
 @given(gpu_samples)
 def test_gpu_sample_round_trip_property(sample):
     assert _json_round_trip(model.GpuSample, sample) == sample
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=50, deadline=None, database=None)
 @given(proc_infos)
 def test_proc_info_round_trip_property(info):
     assert _json_round_trip(model.ProcInfo, info) == info
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=20, deadline=None, database=None)
 @given(st.lists(gpu_samples, max_size=4), st.lists(proc_infos, max_size=4), _floats)
 def test_readings_round_trip_property(gpus, procs, ts):
     for reading in (

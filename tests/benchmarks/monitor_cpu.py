@@ -1,0 +1,74 @@
+"""The monitor's own CPU while it watches a job (target: at most 3 % of one core).
+
+Starts `rltui demo --ranks N` in a real terminal (tmux, 200x60), waits for it to settle, then
+reads the CPU time of the rltui process alone (not its demo ranks, which are separate processes)
+over the measuring window.
+
+    python tests/benchmarks/monitor_cpu.py [--seconds 60] [--ranks 8] [--scenario healthy]
+
+Prints one line of JSON: cpu_percent_of_one_core, seconds, ranks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import psutil
+
+
+def find_monitor(session: str, deadline: float) -> psutil.Process:
+    pane_pid = int(subprocess.check_output(
+        ["tmux", "display-message", "-p", "-t", session, "#{pane_pid}"], text=True))
+    while time.monotonic() < deadline:
+        for proc in [psutil.Process(pane_pid), *psutil.Process(pane_pid).children(recursive=True)]:
+            try:
+                cmd = proc.cmdline()
+            except psutil.Error:
+                continue
+            if any(part.endswith("rltui") for part in cmd[:2]) or cmd[1:3] == ["-m", "rltui"]:
+                return proc
+        time.sleep(0.2)
+    raise SystemExit("rltui did not start")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--scenario", default="healthy")
+    ap.add_argument("--settle", type=float, default=5.0)
+    args = ap.parse_args()
+    if not shutil.which("tmux"):
+        raise SystemExit("needs tmux")
+    session = f"rltui-bench-{os.getpid()}"
+    config = os.path.join(tempfile.mkdtemp(), "config.yaml")
+    cmd = (f"RLTUI_CONFIG={config} {sys.executable} -m rltui demo --ranks {args.ranks} "
+           f"--scenario {args.scenario}")
+    subprocess.check_call(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "60",
+                           cmd])
+    try:
+        proc = find_monitor(session, time.monotonic() + 30)
+        time.sleep(args.settle)  # a benchmark window, not a wait for an event
+        t0 = sum(proc.cpu_times()[:2])
+        w0 = time.monotonic()
+        time.sleep(args.seconds)
+        t1 = sum(proc.cpu_times()[:2])
+        w1 = time.monotonic()
+    finally:
+        subprocess.call(["tmux", "send-keys", "-t", session, "q"])
+        time.sleep(2)
+        subprocess.call(["tmux", "kill-session", "-t", session], stderr=subprocess.DEVNULL)
+    print(json.dumps({"cpu_percent_of_one_core": round(100 * (t1 - t0) / (w1 - w0), 2),
+                      "seconds": round(w1 - w0, 1), "ranks": args.ranks,
+                      "scenario": args.scenario}))
+
+
+if __name__ == "__main__":
+    main()
