@@ -265,7 +265,8 @@ class NvmlSource:
             messages.append(f"{len(failed)} of {count} GPUs failed ({detail})")
             remedies.append(_DEVICE_REMEDY)
         if foreign_pids:
-            messages.append(f"{len(foreign_pids)} GPU process(es) not visible here (PID "
+            plural = "s" if len(foreign_pids) > 1 else ""
+            messages.append(f"{len(foreign_pids)} GPU process(es) not visible here (PID{plural} "
                             f"{_pid_list(foreign_pids)}): the job probably runs in another PID "
                             "namespace (a container without the host PID namespace)")
             remedies.append(_FOREIGN_REMEDY)
@@ -335,7 +336,7 @@ class NvmlSource:
             code = getattr(exc, "value", None)
             if code == _ERROR_FUNCTION_NOT_FOUND and self._reasons_fallback:
                 # A new binding on a driver older than 535 lacks the "event" name: use the old.
-                pass
+                self._reasons_fn, self._reasons_fallback = self._reasons_fallback, None
                 return self._reasons(handle)
             if code in _DEVICE_GONE:
                 raise _DeviceGone(str(exc)) from None

@@ -191,15 +191,17 @@ def test_driver_gone_mid_run_reinits_at_the_retry_pace():
     source = make(nvml, clock=clock, retry_init_s=10.0)
     assert source.poll().status == OK and source.gpu_pid_map()
     nvml.count_error = fk.NVML_ERROR_DRIVER_NOT_LOADED
-    clock.t = 1.0
+    clock.t = 100.0  # long after the first init
     reading = source.poll()
     assert (reading.status, reading.payload) == (UNAVAILABLE, None)
     assert source.gpu_pid_map() == {}
     assert nvml.calls["nvmlShutdown"] == 1
     nvml.count_error = None
-    clock.t = 5.0
-    assert source.poll().status == UNAVAILABLE and nvml.calls["nvmlInit"] == 1
-    clock.t = 11.0
+    clock.t = 105.0
+    reading = source.poll()
+    assert (reading.status, nvml.calls["nvmlInit"]) == (UNAVAILABLE, 1)
+    assert "driver not loaded" in reading.message
+    clock.t = 110.0
     assert source.poll().status == OK and nvml.calls["nvmlInit"] == 2
 
 

@@ -1,0 +1,151 @@
+"""Hide secrets in environment variables and command lines. Pure: no I/O.
+
+Everything rltui shows, prints as JSON or records passes through here first, so a screenshot, a
+pasted ``--json`` or a shared recording never carries an API key.
+
+The rule for names (environment variables, ``--flags``, ``key=value`` keys), applied to the
+words of the name (split at ``_ - .``, spaces and camelCase, compared upper-case):
+
+* secret when any word is SECRET, PASSWORD, PASSWD, PASSPHRASE, CREDENTIAL(S) or APIKEY
+  (``AWS_SECRET_ACCESS_KEY``, ``DB_PASSWORD``, ``GOOGLE_APPLICATION_CREDENTIALS``);
+* secret when the *last* word is KEY, TOKEN, AUTH, AUTHORIZATION, PASS, CREDS or COOKIE
+  (``OPENAI_API_KEY``, ``HF_TOKEN``, ``--api-key``, ``--hf_token``), because a word in the middle
+  usually qualifies something else: ``TOKENIZERS_PARALLELISM``, ``KEY_FRAMES``,
+  ``ppo_max_token_len_per_gpu`` are not secrets;
+* except when KEY or TOKEN follows a word that names a data field or a tokenizer token:
+  ``--input_key``, ``--label_key``, ``data.prompt_key``, ``pad_token``, ``eos_token`` (OpenRLHF,
+  verl and tokenizer settings that must stay readable).
+
+Values are also scrubbed wherever they appear, whatever their name: ``Bearer``/``Basic``
+credentials, ``user:password@`` in URLs, well-known token shapes (``sk-...``, ``hf_...``,
+``ghp_...``, ``xoxb-...``, ``AKIA...``) and ``secret_name=value`` / ``"secret_name": "value"``
+inside a longer string. A false positive hides a harmless value; a false negative leaks a key,
+so the rule leans towards hiding.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Mapping
+
+REDACTED = "***"
+
+_SECRET_ANYWHERE = frozenset(
+    {"SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS",
+     "APIKEY"})
+_SECRET_LAST = frozenset({"KEY", "TOKEN", "AUTH", "AUTHORIZATION", "PASS", "CREDS", "COOKIE"})
+# Words before KEY/TOKEN that make the name a data field or a tokenizer token, not a secret.
+_NOT_SECRET_BEFORE = frozenset(
+    {"INPUT", "LABEL", "PROMPT", "RESPONSE", "REWARD", "FN", "OUTPUT", "CHOSEN", "REJECTED",
+     "IMAGE", "IMAGES", "VIDEO", "VIDEOS", "AUDIO", "TEXT", "QUERY", "ANSWER", "SOLUTION",
+     "MESSAGE", "MESSAGES", "DATA", "DATASET", "COLUMN", "FIELD", "SORT", "CACHE", "PRIMARY",
+     "FOREIGN", "PARTITION", "PAD", "EOS", "BOS", "UNK", "SEP", "CLS", "MASK", "SPECIAL",
+     "STOP", "START", "END"})
+
+_CAMEL_1 = re.compile(r"([A-Z]+)([A-Z][a-z])")
+_CAMEL_2 = re.compile(r"([a-z0-9])([A-Z])")
+_WORD_SPLIT = re.compile(r"[^A-Z0-9]+")
+
+
+def _words(name: str) -> list[str]:
+    name = _CAMEL_2.sub(r"\1_\2", _CAMEL_1.sub(r"\1_\2", name))
+    return [w for w in _WORD_SPLIT.split(name.upper()) if w]
+
+
+def is_secret_name(name: str) -> bool:
+    """True when a variable, flag or key called ``name`` likely holds a secret (rule above)."""
+    words = _words(name)
+    if not words:
+        return False
+    if any(w in _SECRET_ANYWHERE for w in words):
+        return True
+    last = words[-1]
+    if last not in _SECRET_LAST:
+        return False
+    if last in ("KEY", "TOKEN") and len(words) > 1 and words[-2] in _NOT_SECRET_BEFORE:
+        return False
+    return True
+
+
+# Value shapes that are secrets wherever they appear.
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:)[^@\s/]+(@)")
+_SCHEME = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9\-._~+/=]+")
+_TOKEN_SHAPES = re.compile(
+    r"\b(?:sk-[A-Za-z0-9_\-]{16,}"
+    r"|hf_[A-Za-z0-9]{20,}"
+    r"|gh[pousr]_[A-Za-z0-9]{20,}"
+    r"|github_pat_[A-Za-z0-9_]{20,}"
+    r"|glpat-[A-Za-z0-9_\-]{20,}"
+    r"|xox[abeprs]-[A-Za-z0-9\-]{10,}"
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16})")
+# ``name=value``, ``name: value``, ``"name": "value"`` inside a longer string.
+_ASSIGN = re.compile(r"""([A-Za-z_][\w.\-]*)(["']?)(\s*[:=]\s*)(["']?)""")
+_BARE_VALUE = re.compile(r"""(?i)(?:(?:bearer|basic|token)\s+)?[^\s"',;&}\]]*""")
+
+
+def _scrub_assignments(text: str) -> str:
+    out: list[str] = []
+    pos = 0
+    for m in _ASSIGN.finditer(text):
+        if m.start() < pos or not is_secret_name(m.group(1)):
+            continue  # inside a value already hidden, or an ordinary key
+        start = m.end()
+        quote = m.group(4)
+        if quote:
+            end = text.find(quote, start)
+            end = len(text) if end < 0 else end
+        else:
+            end = _BARE_VALUE.match(text, start).end()
+        if end > start:
+            out += [text[pos:start], REDACTED]
+            pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def scrub_text(text: str) -> str:
+    """Hide secret-looking values inside free text (one argument, one env value)."""
+    text = _URL_PASSWORD.sub(rf"\1{REDACTED}\2", text)
+    text = _SCHEME.sub(rf"\1\2{REDACTED}", text)
+    text = _TOKEN_SHAPES.sub(REDACTED, text)
+    return _scrub_assignments(text)
+
+
+def redact_env(mapping: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``mapping``: secret names get ``REDACTED``, other values are scrubbed."""
+    return {name: REDACTED if is_secret_name(name) else
+            (scrub_text(value) if isinstance(value, str) else value)
+            for name, value in mapping.items()}
+
+
+_FLAG = re.compile(r"-{1,2}([A-Za-z][\w.\-]*)")
+_ARG_ASSIGN = re.compile(r"([-+]{0,2}[A-Za-z_][\w.\-]*)=(.*)", re.DOTALL)
+
+
+def redact_argv(argv: Iterable[str]) -> tuple[str, ...]:
+    """A copy of a command line with secrets replaced by ``REDACTED``.
+
+    Handles ``--api-key X``, ``--api_key=X``, ``NAME=X`` (``env`` prefixes, Hydra overrides such
+    as ``a.b.api_key=X``), ``Bearer X`` split over two arguments, and the value shapes that
+    ``scrub_text`` hides. The argument after a secret flag is hidden unless it is itself a long
+    option (``--use-auth --verbose``): a secret that starts with ``--`` would show.
+    """
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next and not arg.startswith("--"):
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        hide_next = False
+        flag = _FLAG.fullmatch(arg)
+        if (flag and is_secret_name(flag.group(1))) or arg.lower() in ("bearer", "basic"):
+            out.append(arg)
+            hide_next = True
+            continue
+        assign = _ARG_ASSIGN.fullmatch(arg)
+        if assign and assign.group(2) and is_secret_name(assign.group(1)):
+            out.append(f"{assign.group(1)}={REDACTED}")
+            continue
+        out.append(scrub_text(arg))
+    return tuple(out)

@@ -1,0 +1,500 @@
+"""The training processes on this node: who they are, which rank and GPU, where they log.
+
+It runs every ~0.5 s on nodes with hundreds of processes, and reading /proc costs tens of
+microseconds per file, so nearly everything is cached per process (keyed by pid, validated by
+create time): whether the process belongs to the job, its environment-derived fields, command
+line and role. A poll lists the PIDs, reads the few dynamic numbers (state, CPU, RSS, threads,
+parent) of the job's processes, and re-checks about 1/10 of the cached decisions: an entry is
+re-checked every ``recheck_s`` seconds, because a process can change what it is without a new
+PID (``exec``, or a Ray worker setting its ``ray::`` title after start). Output-file targets are
+re-read every ``fd_recheck_s`` seconds (a job can reopen its log). docs/processes.md has the user
+side of the rules.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import time
+from dataclasses import dataclass, replace
+from typing import Callable, Mapping, Sequence
+
+import psutil
+
+from rltui.model import DENIED, ERROR, OK, ProcInfo, ProcPoll, Reading
+from rltui.redact import redact_argv, redact_env
+from rltui.sources.base import reading
+
+RECHECK_S = 5.0
+FD_RECHECK_S = 10.0
+
+# Shown per process: the settings the hang playbook asks about.
+DEBUG_ENV = (
+    "NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "TORCH_DISTRIBUTED_DEBUG", "NCCL_TIMEOUT",
+    "TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+    "TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", "CUDA_LAUNCH_BLOCKING",
+    "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE", "CUDA_VISIBLE_DEVICES",
+)
+ENGINES = ("vllm", "sglang")
+LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+DEFAULT_LOOKED_FOR = ("Python processes with RANK or LOCAL_RANK in their environment, "
+                      "torchrun launchers and ray:: workers")
+DEFAULT_HOW = "env RANK/LOCAL_RANK, torchrun, ray:: titles"
+
+ENV_DENIED = "environment not readable: permission denied"
+ENV_GONE = "environment not readable: the process had already exited"
+CMDLINE_DENIED = "command line not readable: permission denied"
+FDS_DENIED = "output files not readable: permission denied"
+STATS_DENIED = "process statistics not readable: permission denied"
+
+
+# -- pure rules ----------------------------------------------------------------------------------
+
+def parse_int(value: str | None) -> int | None:
+    """A rank-like integer from the environment; missing, malformed or negative -> None."""
+    if value is None:
+        return None
+    try:
+        number = int(value.strip())
+    except ValueError:
+        return None
+    return number if number >= 0 else None
+
+
+def env_gpu(env: Mapping[str, str]) -> int | None:
+    """The physical GPU a rank uses, as its environment implies (None when it cannot tell).
+
+    Torch ranks select ``cuda:LOCAL_RANK`` among the visible devices, so it is the
+    CUDA_VISIBLE_DEVICES entry at that position, or LOCAL_RANK itself when the variable is
+    unset. A process that sees exactly one device uses that one, whatever its LOCAL_RANK
+    (launchers that pin one GPU per process). UUID or MIG entries and an empty list give None.
+    """
+    local = parse_int(env.get("LOCAL_RANK"))
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return local
+    entries = [e.strip() for e in visible.split(",") if e.strip()]
+    if len(entries) == 1:
+        chosen = entries[0]
+    elif local is not None and local < len(entries):
+        chosen = entries[local]
+    else:
+        return None
+    return int(chosen) if chosen.isdigit() else None
+
+
+def ray_class(title: str) -> str:
+    """``ray::WorkerDict.actor_rollout_generate_sequences`` -> ``WorkerDict``."""
+    m = re.match(r"ray::([^.\s(]+)", title)
+    return m.group(1) if m else "ray"
+
+
+def _program(cmdline: Sequence[str]) -> tuple[str, str]:
+    """What a command line runs: ("module", name) for ``-m``, ("code", "") for ``-c``,
+    ("path", path) for a script or any other program."""
+    if "python" not in os.path.basename(cmdline[0]).lower():
+        return "path", cmdline[0]
+    args = iter(cmdline[1:])
+    for arg in args:
+        if arg == "-m":
+            return "module", next(args, "")
+        if arg == "-c" or arg.startswith("-c"):
+            return "code", ""
+        if arg in ("-X", "-W", "--check-hash-based-pycs"):
+            next(args, None)  # options that take a value
+        elif not arg.startswith("-"):
+            return "path", arg
+    return "path", cmdline[0]
+
+
+def role_of(cmdline: Sequence[str], name: str = "") -> str:
+    """Ray actor class, "vllm"/"sglang", "torchrun", else the script's or module's base name."""
+    if not cmdline:
+        return name
+    first = cmdline[0]
+    if first.startswith("ray::"):
+        return ray_class(first)
+    for engine in ENGINES:
+        if first.lower().startswith(f"{engine}::"):  # VLLM::EngineCore, sglang::scheduler
+            return engine
+    kind, value = _program(cmdline)
+    if kind == "code":
+        return "python"
+    if kind == "module":
+        if value in LAUNCHER_MODULES:
+            return "torchrun"
+        top = value.split(".")[0]
+        return top if top in ENGINES else value.rsplit(".", 1)[-1]
+    base = os.path.basename(value)
+    base = base[:-3] if base.endswith(".py") else base
+    return base if base not in ("", "python") else name
+
+
+def _pythonish(name: str, cmdline: Sequence[str]) -> bool:
+    # torch renames the main thread (and so the process) "pt_main_thread"
+    heads = [name.lower()] + ([os.path.basename(cmdline[0]).lower()] if cmdline else [])
+    return any("python" in h or h == "pt_main_thread" for h in heads)
+
+
+def output_target(pid: int, fd: int) -> tuple[str | None, bool]:
+    """(path, denied) of a process's fd when it is an existing regular file.
+
+    ttys, pipes, sockets, /dev/null and deleted files give None: there is no log to follow.
+    """
+    link = os.path.join(psutil.PROCFS_PATH, str(pid), "fd", str(fd))
+    try:
+        target = os.readlink(link)
+        info = os.stat(link)  # follows the link to the open file itself, even when deleted
+    except PermissionError:
+        return None, True
+    except OSError:
+        return None, False  # closed fd, exited process
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink == 0:
+        return None, False
+    return target, False
+
+
+# -- cache ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class _Static:
+    """What does not change while a process keeps its command line."""
+
+    name: str
+    cmdline: tuple[str, ...]  # redacted
+    role: str
+    ray: bool
+    rank: int | None
+    local_rank: int | None
+    world_size: int | None
+    local_world_size: int | None
+    env_gpu: int | None
+    debug_env: tuple[tuple[str, str], ...]
+    reason: str  # why some of it could not be read
+
+
+@dataclass(slots=True)
+class _Entry:
+    proc: psutil.Process  # our own object: cpu_percent(None) measures since our last poll
+    fingerprint: int  # hash of the raw command line at the last check
+    checked: float  # monotonic time of the last check
+    static: _Static | None = None  # None: not a job process
+    denied: bool = False  # could not tell whether it is a job process
+    primed: bool = False  # cpu_percent has a previous sample
+    zombie: bool = False
+    out: tuple[str | None, str | None] = (None, None)
+    out_denied: bool = False
+    out_checked: float = float("-inf")
+
+
+def _static(proc: psutil.Process, cmdline: tuple[str, ...], name: str, reason: str = "",
+            env: Mapping[str, str] | None = None) -> _Static:
+    if env is None:
+        env, env_reason = _environ(proc)
+        reason = "; ".join(r for r in (reason, env_reason) if r)
+    shown = {k: env[k] for k in DEBUG_ENV if k in env}
+    return _Static(
+        name=name, cmdline=redact_argv(cmdline), role=role_of(cmdline, name),
+        ray=bool(cmdline) and cmdline[0].startswith("ray::"),
+        rank=parse_int(env.get("RANK")), local_rank=parse_int(env.get("LOCAL_RANK")),
+        world_size=parse_int(env.get("WORLD_SIZE")),
+        local_world_size=parse_int(env.get("LOCAL_WORLD_SIZE")),
+        env_gpu=env_gpu(env), debug_env=tuple(sorted(redact_env(shown).items())), reason=reason)
+
+
+def _environ(proc: psutil.Process) -> tuple[dict[str, str], str]:
+    try:
+        return proc.environ(), ""
+    except psutil.ZombieProcess:
+        return {}, ENV_GONE
+    except psutil.AccessDenied:
+        return {}, ENV_DENIED
+
+
+def _self_and_ancestors() -> frozenset[int]:
+    """rltui and whatever started it (shell, sudo) must never look like the job."""
+    me = psutil.Process()
+    try:
+        return frozenset([me.pid] + [p.pid for p in me.parents()])
+    except psutil.Error:
+        return frozenset([me.pid])
+
+
+# -- the source ----------------------------------------------------------------------------------
+
+class ProcSource:
+    """Finds the job's processes; ``poll()`` returns a "procs" Reading with a ``ProcPoll``.
+
+    Which processes: ``pids`` (a list, or a callable giving the live list) wins, with their
+    descendants when ``include_children``; else ``match``, a regex searched in the joined
+    command line; else the default rule (DEFAULT_LOOKED_FOR). ``gpu_map`` gives pid -> GPU index
+    as NVML sees it and takes precedence over what the environment implies. An invalid
+    ``match`` raises ``re.error`` here, before any poll.
+    """
+
+    name = "procs"
+
+    def __init__(self, match: str | None = None,
+                 pids: Sequence[int] | Callable[[], Sequence[int]] = (),
+                 gpu_map: Callable[[], dict[int, int]] | None = None,
+                 include_children: bool = False, clock: Callable[[], float] = time.time, *,
+                 recheck_s: float = RECHECK_S, fd_recheck_s: float = FD_RECHECK_S) -> None:
+        self._pattern = match
+        self._match = re.compile(match) if match else None
+        self._pids = pids
+        self._pid_mode = callable(pids) or bool(pids)
+        self._gpu_map = gpu_map
+        self._children = include_children
+        self._clock = clock
+        self._recheck_s = recheck_s
+        self._fd_recheck_s = fd_recheck_s
+        self._entries: dict[int, _Entry] = {}
+        self._excluded = _self_and_ancestors()
+
+    def close(self) -> None:
+        self._entries.clear()
+
+    def poll(self) -> Reading:
+        def out(status: str, payload=None, message="", remedy="") -> Reading:
+            return reading(self.name, status, payload, message, remedy, clock=lambda: stamp)
+
+        stamp = self._clock()
+        mono = time.monotonic()
+        try:
+            wanted = self._wanted_pids() if self._pid_mode else None
+        except Exception as exc:  # noqa: BLE001 - a caller's PID list; its failure is a state
+            return out(ERROR, message=f"could not get the PID list: {exc}",
+                       remedy="The job that supplies the PIDs may have stopped; restart it.")
+        try:
+            if wanted is not None:
+                found, denied, how = self._by_pid(wanted, mono), 0, self._pid_how(wanted)
+            else:
+                found, denied = self._scan(mono)
+                how = f"--match {self._pattern}" if self._match else DEFAULT_HOW
+        except (OSError, psutil.Error) as exc:
+            return out(ERROR, message=f"cannot list processes: {exc}",
+                       remedy="rltui reads /proc; run it on the Linux node of the job.")
+        nvml = self._nvml()
+        infos = [i for i in (self._info(e, mono, nvml) for e in found) if i is not None]
+        if wanted is None:
+            infos = _fold_helpers(infos)
+        infos.sort(key=lambda p: (p.rank is None, p.rank or 0, p.local_rank or 0, p.pid))
+        payload = ProcPoll(procs=tuple(infos), how=how, denied=denied)
+        denied_note = (f"{denied} Python process(es) could not be inspected "
+                       "(permission denied)") if denied else ""
+        if infos:
+            return out(OK, payload, denied_note,
+                       "Run rltui as the job's user or root to see them." if denied else "")
+        if denied:
+            return out(DENIED, payload, f"no training processes found; {denied_note}",
+                       "Run rltui as the job's user or root, or name the job with --pid PID.")
+        return out(OK, payload, *self._nothing_found(wanted))
+
+    # -- which processes
+
+    def _wanted_pids(self) -> list[int]:
+        pids = self._pids() if callable(self._pids) else self._pids
+        return [int(p) for p in pids]
+
+    def _pid_how(self, wanted: list[int]) -> str:
+        shown = " ".join(str(p) for p in wanted[:8]) + (" ..." if len(wanted) > 8 else "")
+        return f"--pid {shown}" + (" and children" if self._children else "")
+
+    def _nothing_found(self, wanted: list[int] | None) -> tuple[str, str]:
+        if wanted is not None:
+            if not wanted:
+                return "no PIDs to watch yet", ""
+            return (f"none of the given PIDs is running ({self._pid_how(wanted)})",
+                    "Check the PIDs with ps, or let rltui find the job (omit --pid).")
+        if self._match:
+            return (f"no process matches --match {self._pattern!r}",
+                    "The regex is searched in the whole command line; compare with "
+                    "`ps -eo pid,args`.")
+        return (f"no training processes found (looked for {DEFAULT_LOOKED_FOR})",
+                "Name the job: --pid PID or --match REGEX (searched in its command line).")
+
+    def _scan(self, mono: float) -> tuple[list[_Entry], int]:
+        live = psutil.pids()
+        present = set(live)
+        for pid in [p for p in self._entries if p not in present]:
+            del self._entries[pid]
+        found, denied = [], 0
+        for pid in live:
+            if pid in self._excluded:
+                continue
+            entry = self._entries.get(pid)
+            if entry is None or (not entry.zombie and mono - entry.checked >= self._recheck_s):
+                entry = self._check(pid, entry, mono, force_job=False)
+                if entry is None:
+                    continue
+            denied += entry.denied
+            if entry.static is not None:
+                found.append(entry)
+        return found, denied
+
+    def _by_pid(self, wanted: list[int], mono: float) -> list[_Entry]:
+        pids = dict.fromkeys(p for p in wanted if p not in self._excluded)
+        if self._children:
+            for pid in list(pids):
+                try:
+                    kids = psutil.Process(pid).children(recursive=True)
+                except psutil.Error:
+                    continue
+                pids.update(dict.fromkeys(k.pid for k in kids if k.pid not in self._excluded))
+        for pid in [p for p in self._entries if p not in pids]:
+            del self._entries[pid]
+        found = []
+        for pid in pids:
+            entry = self._entries.get(pid)
+            if entry is None or (not entry.zombie and mono - entry.checked >= self._recheck_s):
+                entry = self._check(pid, entry, mono, force_job=True)
+            if entry is not None:
+                found.append(entry)
+        return found
+
+    def _check(self, pid: int, old: _Entry | None, mono: float, force_job: bool) -> _Entry | None:
+        """(Re)decide what ``pid`` is; None when it is gone. Keeps the cached entry (and its
+        CPU baseline) when the process and its command line are unchanged."""
+        try:
+            if old is not None and not old.proc.is_running():
+                old = None  # exited, or the PID now belongs to another process
+            proc = old.proc if old is not None else psutil.Process(pid)
+            reason = ""
+            try:
+                cmdline = tuple(proc.cmdline())
+            except psutil.ZombieProcess:
+                if old is not None:  # a job process that just exited stays, as a zombie
+                    old.checked, old.zombie = mono, True
+                    return old
+                cmdline = ()
+            except psutil.AccessDenied:
+                cmdline, reason = (), CMDLINE_DENIED
+            fingerprint = hash(cmdline)
+            if old is not None and old.fingerprint == fingerprint:
+                old.checked = mono
+                return old
+            entry = _Entry(proc=proc, fingerprint=fingerprint, checked=mono)
+            if old is not None:
+                entry.primed, entry.out, entry.out_checked = old.primed, old.out, old.out_checked
+            self._entries[pid] = entry
+            name = _read(proc.name, "")[0]
+            if force_job:
+                entry.static = _static(proc, cmdline, name, reason)
+            elif reason:
+                entry.denied = True
+            elif self._match is not None:
+                if self._match.search(" ".join(cmdline) or name):
+                    entry.static = _static(proc, cmdline, name)
+            else:
+                self._classify_default(entry, cmdline, name)
+            return entry
+        except psutil.NoSuchProcess:
+            self._entries.pop(pid, None)
+            return None
+
+    @staticmethod
+    def _classify_default(entry: _Entry, cmdline: tuple[str, ...], name: str) -> None:
+        role = role_of(cmdline, name)
+        if (cmdline and cmdline[0].startswith("ray::")) or role == "torchrun":
+            entry.static = _static(entry.proc, cmdline, name)
+        elif cmdline and _pythonish(name, cmdline):
+            env, reason = _environ(entry.proc)
+            if reason == ENV_DENIED:
+                entry.denied = True
+            elif "RANK" in env or "LOCAL_RANK" in env:
+                entry.static = _static(entry.proc, cmdline, name, env=env)
+
+    # -- per-process values
+
+    def _nvml(self) -> dict[int, int]:
+        if self._gpu_map is None:
+            return {}
+        try:
+            return dict(self._gpu_map())
+        except Exception:  # noqa: BLE001 - NVML trouble shows in the gpus source, not here
+            return {}
+
+    def _info(self, entry: _Entry, mono: float, nvml: dict[int, int]) -> ProcInfo | None:
+        proc, s = entry.proc, entry.static
+        assert s is not None
+        reasons = [s.reason] if s.reason else []
+        try:
+            with proc.oneshot():
+                state, denied = _read(proc.status, "")
+                ppid, d2 = _read(proc.ppid)
+                cpu, d3 = _read(lambda: proc.cpu_percent(None))
+                mem, d4 = _read(proc.memory_info)
+                threads, d5 = _read(proc.num_threads)
+        except psutil.NoSuchProcess:
+            self._entries.pop(proc.pid, None)
+            return None
+        if denied or d2 or d3 or d4 or d5:
+            reasons.append(STATS_DENIED)
+        entry.zombie = state == psutil.STATUS_ZOMBIE
+        if cpu is not None and not entry.primed:
+            entry.primed, cpu = True, None  # psutil's first sample is a meaningless 0.0
+        if s.ray and not entry.zombie:
+            s = self._retitle(entry)
+        if not entry.zombie and mono - entry.out_checked >= self._fd_recheck_s:
+            (out, d_out), (err, d_err) = output_target(proc.pid, 1), output_target(proc.pid, 2)
+            entry.out, entry.out_denied, entry.out_checked = (out, err), d_out or d_err, mono
+        if entry.out_denied:
+            reasons.append(FDS_DENIED)
+        gpu, gpu_from = (nvml[proc.pid], "nvml") if proc.pid in nvml else (
+            (s.env_gpu, "env") if s.env_gpu is not None else (None, ""))
+        return ProcInfo(
+            pid=proc.pid, ppid=ppid, name=s.name, cmdline=s.cmdline, rank=s.rank,
+            local_rank=s.local_rank, world_size=s.world_size,
+            local_world_size=s.local_world_size, role=s.role, cpu_percent=cpu,
+            rss=mem.rss if mem is not None else None, state=state, num_threads=threads,
+            create_time=_create_time(proc), gpu_index=gpu, gpu_from=gpu_from,
+            debug_env=s.debug_env, stdout_path=entry.out[0], stderr_path=entry.out[1],
+            partial=bool(reasons), partial_reason="; ".join(reasons))
+
+    @staticmethod
+    def _retitle(entry: _Entry) -> _Static:
+        """Ray retitles a worker per method call (``ray::WorkerDict.generate_sequences``):
+        the title says what it is doing now, so it is re-read every poll."""
+        s = entry.static
+        assert s is not None
+        try:
+            cmdline = tuple(entry.proc.cmdline())
+        except psutil.Error:
+            return s
+        if cmdline and hash(cmdline) != entry.fingerprint:
+            entry.fingerprint = hash(cmdline)
+            entry.static = s = replace(s, cmdline=redact_argv(cmdline),
+                                       role=role_of(cmdline, s.name))
+        return s
+
+
+def _read(fn: Callable, default=None):
+    """(value, denied): AccessDenied becomes a missing value; a zombie reads as missing too."""
+    try:
+        return fn(), False
+    except psutil.ZombieProcess:
+        return default, False
+    except psutil.AccessDenied:
+        return default, True
+
+
+def _create_time(proc: psutil.Process) -> float | None:
+    try:
+        return proc.create_time()
+    except psutil.Error:
+        return None
+
+
+def _fold_helpers(infos: list[ProcInfo]) -> list[ProcInfo]:
+    """Drop children that inherited their parent's RANK/LOCAL_RANK (DataLoader workers, compile
+    workers, engine subprocesses): they are part of that rank, and counting them as ranks would
+    make every DataLoader restart look like a rank exiting."""
+    by_pid = {p.pid: p for p in infos}
+
+    def helper(p: ProcInfo) -> bool:
+        parent = by_pid.get(p.ppid) if p.ppid is not None else None
+        return (parent is not None and (p.rank, p.local_rank) != (None, None)
+                and (parent.rank, parent.local_rank) == (p.rank, p.local_rank))
+
+    return [p for p in infos if not helper(p)]

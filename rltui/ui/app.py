@@ -1,0 +1,339 @@
+"""The composition root: a bundle of sources, the monitor, the screens and the keys.
+
+Data flow. Live and demo: a timer per source starts a thread worker at the source's cadence;
+the worker calls ``guarded_poll`` and posts ``ReadingArrived`` (never a second poll of a source
+while one is in flight). On the main thread the reading is folded into the monitor. A UI timer
+at ``cadence.ui`` evaluates (snapshot + diagnosis) and hands one ``View`` to every pane.
+Replay: the same UI timer advances the player by the wall time that passed and evaluates at
+scenario time, so ages and symptoms are the same on every run.
+
+Tests await ``app.next_evaluation()`` (or watch ``app.evaluated``, an asyncio.Event set after
+every evaluation) instead of sleeping; ``app.latest`` is the last View, ``app.monitor`` the core.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState
+
+from rltui.config import Settings, save_theme
+from rltui.model import Diagnosis, NodeSnapshot, Reading
+from rltui.monitor import Monitor
+from rltui.sources.base import Source, guarded_poll
+from rltui.sources.bundle import Bundle, SourceSpec
+from rltui.ui.commands import RltuiCommands
+from rltui.ui.messages import ReadingArrived, ReplayState, View
+from rltui.ui.screens import HelpScreen, MainScreen
+from rltui.ui.themes import RltuiTheme, load_all, next_theme
+
+POLL_GROUP = "poll"
+MIN_INTERVAL = 0.05  # s; a zero interval in a config must not spin the event loop
+REPLAY_ACTIONS = {"step", "faster", "slower", "to_end"}
+
+
+class RltuiApp(App[int]):
+    CSS_PATH = "rltui.tcss"
+    TITLE = "rltui"
+    COMMANDS = App.COMMANDS | {RltuiCommands}
+    BINDINGS = [
+        Binding("q", "quit", "Quit", id="rltui.quit"),
+        Binding("p,space", "toggle_pause", "Pause", id="rltui.pause",
+                tooltip="freeze the screen; live: stop polling; replay: stop playback"),
+        Binding("r", "refresh", "Refresh", id="rltui.refresh",
+                tooltip="poll every source now and redraw"),
+        Binding("z", "zoom", "Zoom", id="rltui.zoom",
+                tooltip="fill the screen with the focused pane; again or escape to return"),
+        Binding("t", "cycle_theme", "Theme", id="rltui.theme",
+                tooltip="cycle dark, light, colour-blind; remembered in the config file"),
+        Binding("question_mark,f1", "help", "Help", id="rltui.help"),
+        Binding("n", "step", "Step", id="rltui.replay.step",
+                tooltip="replay: move on one second"),
+        Binding("plus", "faster", "Faster", id="rltui.replay.faster", tooltip="replay speed"),
+        Binding("minus", "slower", "Slower", id="rltui.replay.slower", tooltip="replay speed"),
+        Binding("e", "to_end", "End", id="rltui.replay.end",
+                tooltip="replay: play to the end at once"),
+    ]
+
+    def __init__(self, bundle: Bundle, settings: Settings,
+                 config_path: str | Path | None = None) -> None:
+        super().__init__()
+        self.bundle = bundle
+        self.settings = settings
+        self.config_path = Path(config_path) if config_path else None
+        self.monitor = Monitor(host=bundle.host, job=bundle.job,
+                               thresholds=settings.thresholds, history_len=settings.history)
+        self.themes: dict[str, RltuiTheme] = load_all()
+        for theme in self.themes.values():
+            self.register_theme(theme.textual)
+        self.palette = self.themes.get(settings.theme, self.themes["dark"]).palette
+        # Clocks are attributes so a test can replace them.
+        self.clock: Callable[[], float] = time.time
+        self.monotonic: Callable[[], float] = time.monotonic
+        self.main_screen = MainScreen()
+        self.latest: View | None = None
+        self.evaluated = asyncio.Event()
+        self.evaluations = 0  # evaluations shown on screen
+        self.ingested = 0  # readings folded into the monitor
+        self._paused = False  # live mode; replay pauses the player itself
+        self._in_flight: set[str] = set()
+        self._refreshing: set[str] = set()
+        self._evaluated_at: float | None = None
+        self._last_tick = 0.0
+        self._closed = False
+        player = bundle.player
+        self.intervals = player.scenario.intervals() if player else bundle.intervals()
+        self.theme = settings.theme if settings.theme in self.themes else "dark"
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def get_default_screen(self) -> Screen:
+        return self.main_screen
+
+    def on_mount(self) -> None:
+        for spec in self.bundle.specs:
+            self.set_interval(max(spec.interval, MIN_INTERVAL), partial(self._poll_due, spec),
+                              name=f"poll {spec.source.name}")
+        self.set_interval(max(self.settings.cadence.ui, MIN_INTERVAL), self.tick,
+                          name="evaluate")
+        player = self.bundle.player
+        if player is not None:
+            self._last_tick = self.monotonic()
+            self._play(player.step(0.0))  # the readings of the first instant
+        else:
+            self.action_refresh()  # first poll of every source now, shown when all are in
+
+    def on_unmount(self) -> None:
+        self.close_bundle()
+
+    def close_bundle(self) -> None:
+        """Close the bundle (stops the demo job) exactly once, however the app ends."""
+        if not self._closed:
+            self._closed = True
+            self.bundle.close()
+
+    # -- polling (live, demo) -----------------------------------------------------------------
+    def _poll_due(self, spec: SourceSpec) -> None:
+        if not self.paused:
+            self._start_poll(spec)
+
+    def _start_poll(self, spec: SourceSpec) -> bool:
+        name = spec.source.name
+        if name in self._in_flight:
+            return False  # a slow source is never polled twice at once
+        self._in_flight.add(name)
+        self.run_worker(partial(self._poll_in_thread, spec.source), name=name, group=POLL_GROUP,
+                        description=f"poll {name}", exit_on_error=False, start=True,
+                        exclusive=False, thread=True)
+        return True
+
+    def _poll_in_thread(self, source: Source) -> Reading:
+        # Worker thread: poll and post, nothing else (widgets belong to the main thread).
+        reading = guarded_poll(source)
+        self.post_message(ReadingArrived(reading))
+        return reading
+
+    def on_reading_arrived(self, message: ReadingArrived) -> None:
+        reading = message.reading
+        if self.bundle.recorder is not None:
+            self.bundle.recorder.write(reading)
+        self.monitor.ingest(reading)
+        self.ingested += 1
+        self._refresh_done(reading.source)
+
+    def _refresh_done(self, name: str) -> None:
+        if name in self._refreshing:
+            self._refreshing.discard(name)
+            if not self._refreshing:
+                self._evaluate(self.clock())
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """The one worker-failure handler: a failed worker is a notification, not a crash."""
+        worker = event.worker
+        if event.state not in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
+            return
+        if worker.group == POLL_GROUP:
+            self._in_flight.discard(worker.name)
+        if event.state == WorkerState.ERROR:
+            self.notify(f"{worker.description or worker.name}: {worker.error!r}",
+                        title="Worker failed", severity="error", timeout=10)
+            if worker.group == POLL_GROUP:
+                self._refresh_done(worker.name)
+
+    # -- evaluation -----------------------------------------------------------------------------
+    def tick(self) -> None:
+        """The UI timer: advance a replay, or evaluate the live state."""
+        player = self.bundle.player
+        if player is not None:
+            now = self.monotonic()
+            elapsed, self._last_tick = now - self._last_tick, now
+            readings = player.advance(elapsed)
+            if readings or player.now != self._evaluated_at:
+                self._play(readings)
+            return
+        if not self.paused:
+            self._evaluate(self.clock())
+
+    def _play(self, readings: Sequence[Reading]) -> None:
+        """Fold replayed readings, evaluating at each reading time as the headless replay does,
+        then show the state at the player's position."""
+        player = self.bundle.player
+        assert player is not None
+        i = 0
+        while i < len(readings):
+            stamp = readings[i].timestamp
+            while i < len(readings) and readings[i].timestamp == stamp:
+                self.monitor.ingest(readings[i])
+                self.ingested += 1
+                i += 1
+            if stamp < player.now:
+                self.monitor.evaluate(stamp)
+        self._evaluate(player.now)
+
+    def _evaluate(self, now: float) -> None:
+        snapshot, diagnosis = self.monitor.evaluate(now)
+        self._evaluated_at = now
+        self._show(self._view(snapshot, diagnosis))
+        self.evaluations += 1
+        self.evaluated.set()
+
+    def _view(self, snapshot: NodeSnapshot, diagnosis: Diagnosis) -> View:
+        player = self.bundle.player
+        replay = None
+        if player is not None:
+            replay = ReplayState(position=player.position, duration=player.duration,
+                                 speed=player.speed, paused=player.paused,
+                                 finished=player.finished)
+        return View(snapshot=snapshot, diagnosis=diagnosis, history=self.monitor.history,
+                    thresholds=self.settings.thresholds, palette=self.palette,
+                    mode=self.bundle.mode, intervals=self.intervals, paused=self.paused,
+                    replay=replay)
+
+    def _show(self, view: View) -> None:
+        self.latest = view
+        self.main_screen.show(view)
+
+    def _redraw(self) -> None:
+        """Show the last evaluation again with the current mode, speed and palette."""
+        if self.latest is not None:
+            self._show(self._view(self.latest.snapshot, self.latest.diagnosis))
+
+    async def next_evaluation(self, timeout: float = 5.0) -> View:
+        """Wait for the next evaluation to reach the screen (for tests and scripts)."""
+        self.evaluated.clear()
+        await asyncio.wait_for(self.evaluated.wait(), timeout)
+        assert self.latest is not None
+        return self.latest
+
+    # -- actions --------------------------------------------------------------------------------
+    @property
+    def paused(self) -> bool:
+        player = self.bundle.player
+        return player.paused if player is not None else self._paused
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in REPLAY_ACTIONS and self.bundle.player is None:
+            return False  # hidden from the footer and inert outside replay
+        return True
+
+    def action_toggle_pause(self) -> None:
+        player = self.bundle.player
+        if player is not None:
+            player.paused = not player.paused
+            self._last_tick = self.monotonic()  # resuming must not jump by the paused time
+        else:
+            self._paused = not self._paused
+        self._redraw()
+
+    def action_refresh(self) -> None:
+        player = self.bundle.player
+        if player is not None:
+            self._evaluate(player.now)
+            return
+        self._refreshing = {spec.source.name for spec in self.bundle.specs}
+        for spec in self.bundle.specs:
+            self._start_poll(spec)  # one already in flight counts: its reading is as fresh
+        if not self._refreshing:
+            self._evaluate(self.clock())
+
+    def action_zoom(self) -> None:
+        screen = self.screen
+        if not isinstance(screen, MainScreen):
+            return
+        if screen.maximized is not None:
+            screen.minimize()
+            return
+        if screen.focused is None:
+            screen.focus_next()
+        if screen.focused is not None:
+            screen.maximize(screen.focused)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.help_bindings(), self.settings.thresholds,
+                                        self.palette))
+
+    def help_bindings(self) -> list[Binding]:
+        replay = self.bundle.player is not None
+        out = []
+        for b in self.BINDINGS:
+            assert isinstance(b, Binding)
+            if b.action in REPLAY_ACTIONS:
+                b = replace(b, description=f"{b.description} (replay)") if not replay else b
+            out.append(b)
+        return out
+
+    def action_cycle_theme(self) -> None:
+        self.set_theme(next_theme(self.theme))
+
+    def set_theme(self, name: str, remember: bool = True) -> None:
+        self.theme = name
+        if remember and self.config_path is not None:
+            try:
+                save_theme(name, self.config_path)
+            except (OSError, ValueError) as exc:
+                self.notify(f"theme not remembered: {exc}", severity="warning")
+
+    def watch_theme(self, name: str) -> None:
+        theme = self.themes.get(name)
+        if theme is not None:
+            self.palette = theme.palette
+        self._redraw()
+
+    def action_step(self) -> None:
+        if self.bundle.player is not None:
+            self._play(self.bundle.player.step(1.0))
+
+    def action_to_end(self) -> None:
+        if self.bundle.player is not None:
+            self._play(self.bundle.player.to_end())
+
+    def action_faster(self) -> None:
+        if self.bundle.player is not None:
+            self.bundle.player.faster()
+            self._redraw()
+
+    def action_slower(self) -> None:
+        if self.bundle.player is not None:
+            self.bundle.player.slower()
+            self._redraw()
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        # Textual's own theme picker offers themes without rltui's palette and does not
+        # remember the choice; rltui's "Theme: ..." commands replace it.
+        for command in super().get_system_commands(screen):
+            if command.title != "Theme":
+                yield command
+
+
+def build_app(bundle: Bundle, settings: Settings,
+              config_path: str | Path | None = None) -> RltuiApp:
+    """The one way to build the app, for the CLI and for tests alike."""
+    return RltuiApp(bundle, settings, config_path)

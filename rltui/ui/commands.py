@@ -1,0 +1,54 @@
+"""Command palette (ctrl+p): every action under a ``category: Action`` title.
+
+The palette runs the same actions as the keys, so a user who forgot a key can still find it;
+replay commands appear only while replaying.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+from rltui.config import THEMES
+
+if TYPE_CHECKING:
+    from rltui.ui.app import RltuiApp
+
+THEME_TITLES = {"dark": "Dark", "light": "Light", "colorblind": "Colour-blind"}
+
+
+def palette_commands(app: "RltuiApp") -> list[tuple[str, Callable[[], object], str]]:
+    """(title, callback, help) for every command the palette offers now."""
+    commands: list[tuple[str, Callable[[], object], str]] = [
+        ("View: Toggle pause", app.action_toggle_pause, "Stop or resume updates (p, space)"),
+        ("View: Refresh now", app.action_refresh, "Poll every source now (r)"),
+        ("View: Zoom focused pane", app.action_zoom, "Fill the screen with the pane (z)"),
+        ("View: Help", app.action_help, "Keys and the thresholds behind the colours (?)"),
+        ("Theme: Next", app.action_cycle_theme, "Cycle dark, light, colour-blind (t)"),
+    ]
+    for name in THEMES:
+        commands.append((f"Theme: {THEME_TITLES.get(name, name)}",
+                         lambda name=name: app.set_theme(name), f"Use the {name} theme"))
+    if app.bundle.player is not None:
+        commands += [
+            ("Replay: Step one second", app.action_step, "Move on one second (n)"),
+            ("Replay: Faster", app.action_faster, "Play faster (+)"),
+            ("Replay: Slower", app.action_slower, "Play slower (-)"),
+            ("Replay: Jump to end", app.action_to_end, "Play to the end at once (e)"),
+        ]
+    commands.append(("App: Quit", app.action_quit, "Quit rltui (q)"))
+    return commands
+
+
+class RltuiCommands(Provider):
+    async def discover(self) -> Hits:
+        for title, callback, help_text in palette_commands(self.app):  # type: ignore[arg-type]
+            yield DiscoveryHit(title, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, callback, help_text in palette_commands(self.app):  # type: ignore[arg-type]
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), callback, help=help_text)

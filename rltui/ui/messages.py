@@ -1,0 +1,55 @@
+"""What flows into the main thread and out to the panes.
+
+Poll workers run in threads and may only post messages; ``ReadingArrived`` is the one they post.
+After each evaluation the app hands every pane the same immutable ``View``: panes render it and
+never call a source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from textual.message import Message
+
+from rltui.diagnosis.thresholds import Thresholds
+from rltui.model import Diagnosis, NodeSnapshot, Reading
+from rltui.snapshot import History
+from rltui.ui.themes import Palette
+
+
+class ReadingArrived(Message):
+    """A poll worker finished: ``reading`` is what its source returned."""
+
+    def __init__(self, reading: Reading) -> None:
+        super().__init__()
+        self.reading = reading
+
+    def can_replace(self, message: Message) -> bool:
+        # A queued reading of the same source is superseded by a newer one: the fold keeps the
+        # latest state per source, so a burst (a slow main thread) costs one ingest, not many.
+        return (isinstance(message, ReadingArrived)
+                and message.reading.source == self.reading.source)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayState:
+    position: float  # seconds since the scenario's first reading
+    duration: float
+    speed: float
+    paused: bool
+    finished: bool
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """Everything a pane may render, from one evaluation."""
+
+    snapshot: NodeSnapshot
+    diagnosis: Diagnosis
+    history: History  # the monitor's bounded history (shared, read-only for panes)
+    thresholds: Thresholds
+    palette: Palette
+    mode: str  # live | demo | replay
+    intervals: dict[str, float] = field(default_factory=dict)  # source -> poll interval, s
+    paused: bool = False
+    replay: ReplayState | None = None

@@ -1,0 +1,140 @@
+"""The GPU pane: one row per device, coloured by the thresholds the help screen lists.
+
+When the gpus source is not OK the pane says so in one line (what is wrong and what to do) and
+hides its table; every other pane keeps working. A job in another PID namespace gets one line
+too, since none of its GPU processes can be matched to ranks from here.
+"""
+
+from __future__ import annotations
+
+from rltui.model import GpuSample, NodeSnapshot, OK
+from rltui.ui.messages import View
+from rltui.ui.widgets.cells import GIB, NA, Cell, SparkSeries, na, percent
+from rltui.ui.widgets.pane import Column, Row, TablePane
+
+SPARK_WIDTH = 12
+
+
+def _gpu_values(snap: NodeSnapshot):
+    for g in snap.gpus:
+        yield ("util", g.index), g.util
+        yield ("mem", g.index), g.mem_percent
+
+
+class GpuPane(TablePane):
+    COLUMNS = (
+        Column("index", "GPU", 3, 0, right=True),
+        Column("name", "name", 16, 5),
+        Column("util", "util", 4, 1, right=True),
+        Column("util_spark", "util history", SPARK_WIDTH, 6),
+        Column("mem", "memory", 11, 2, right=True),
+        Column("mem_spark", "memory history", SPARK_WIDTH, 7),
+        Column("power", "power", 9, 4, right=True),
+        Column("temp", "temp", 4, 3, right=True),
+        Column("sm", "SM MHz", 6, 10, right=True),
+        Column("throttle", "throttle", 16, 9),
+        Column("ecc", "ECC", 4, 8, right=True),
+    )
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.border_title = "GPUs"
+        self._sparks: SparkSeries | None = None
+
+    def rows(self, view: View) -> list[Row]:
+        snap = view.snapshot
+        self._title(view)
+        self._message(view)
+        if self._sparks is None:
+            bucket = view.intervals.get("gpus", 1.0) or 1.0
+            self._sparks = SparkSeries(SPARK_WIDTH, bucket, _gpu_values)
+        self._sparks.feed(view.history)
+        wants_sparks = "util_spark" in self._shown or "mem_spark" in self._shown
+        return [(f"gpu{g.index}", self._cells(g, view, wants_sparks)) for g in snap.gpus]
+
+    def _title(self, view: View) -> None:
+        snap = view.snapshot
+        title = f"GPUs ({len(snap.gpus)})" if snap.gpus else "GPUs"
+        if snap.gpu_simulated:
+            title += " simulated"
+        self.border_title = title
+
+    def _message(self, view: View) -> None:
+        snap, pal = view.snapshot, view.palette
+        state = snap.source("gpus")
+        if state is None:
+            self.table.display = False
+            self.say("Waiting for the first GPU reading.", pal.dim)
+            return
+        if state.status != OK:
+            # One line: what is wrong, then what to do about it.
+            text = state.message or f"GPU source {state.status}"
+            if state.remedy:
+                text += f". {state.remedy}" if not text.endswith(".") else f" {state.remedy}"
+            self.table.display = False
+            self.say(text, pal.bad)
+            return
+        self.table.display = True
+        if snap.foreign_gpu_pids:
+            n = len(snap.foreign_gpu_pids)
+            self.say(f"{n} GPU process(es) are not visible here: the job runs in another PID "
+                     "namespace (a container without --pid=host); GPUs cannot be matched to "
+                     "ranks by PID.", pal.warn)
+        else:
+            self.say()
+
+    def _cells(self, g: GpuSample, view: View, sparks: bool) -> dict[str, Cell]:
+        th, pal, dim = view.thresholds, view.palette, view.palette.dim
+        if g.error:
+            return {"index": Cell(str(g.index), pal.bad), "name": Cell(g.error, pal.bad)}
+        util = percent(g.util, dim)
+        if g.util is not None:
+            if g.util <= th.gpu_idle_pct:
+                util = Cell(util.text, pal.idle)
+            elif g.util >= th.gpu_busy_pct:
+                util = Cell(util.text, pal.ok)
+        cells = {
+            "index": Cell(str(g.index)),
+            "name": Cell(g.name.removeprefix("NVIDIA ")),
+            "util": util,
+            "mem": _mem(g, th.gpu_mem_warn_pct, pal.warn, dim),
+            "power": _power(g, dim),
+            "temp": (na(dim) if g.temperature_c is None else
+                     Cell(f"{g.temperature_c:.0f}C",
+                          pal.warn if g.temperature_c >= th.gpu_temp_warn_c else "")),
+            "sm": na(dim) if g.sm_clock_mhz is None else Cell(str(g.sm_clock_mhz)),
+            "throttle": _throttle(g, pal.warn, dim),
+            "ecc": (na(dim) if g.ecc_errors is None else
+                    Cell(str(g.ecc_errors), pal.bad if g.ecc_errors else "")),
+        }
+        if sparks and self._sparks is not None:
+            now = view.snapshot.timestamp
+            cells["util_spark"] = Cell(self._sparks.line(("util", g.index), now), pal.spark)
+            cells["mem_spark"] = Cell(self._sparks.line(("mem", g.index), now), pal.spark)
+        return cells
+
+
+def _mem(g: GpuSample, warn_pct: float, warn: str, dim: str) -> Cell:
+    if g.mem_used is None:
+        return na(dim)
+    used = g.mem_used / GIB
+    if not g.mem_total:
+        return Cell(f"{used:.1f}G")
+    pct = g.mem_percent or 0.0
+    return Cell(f"{used:.1f}/{g.mem_total / GIB:.0f}G", warn if pct >= warn_pct else "")
+
+
+def _power(g: GpuSample, dim: str) -> Cell:
+    if g.power_w is None:
+        return na(dim)
+    if g.power_limit_w:
+        return Cell(f"{g.power_w:.0f}/{g.power_limit_w:.0f}W")
+    return Cell(f"{g.power_w:.0f}W")
+
+
+def _throttle(g: GpuSample, warn: str, dim: str) -> Cell:
+    if g.throttle_reasons is None:
+        return Cell(NA, dim)
+    if not g.throttle_reasons:
+        return Cell("-", dim)
+    return Cell(",".join(g.throttle_reasons), warn)

@@ -1,0 +1,91 @@
+"""The header: node, job, mode, verdict, and per-source status with the age of its last reading.
+
+Ages are measured against the snapshot's own time (scenario time in replay), never the wall
+clock, so a replayed header is the same on every run. A source that failed is painted bad, one
+whose last reading is older than ``stale_after_intervals`` of its poll intervals is painted warn.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from rltui.model import OK, SourceState
+from rltui.ui.messages import View
+from rltui.ui.widgets.cells import age
+
+
+def source_label(state: SourceState, now: float, interval: float | None,
+                 stale_after: float) -> tuple[str, str]:
+    """(text, kind) for one source; kind is ok | stale | failed | waiting."""
+    if state.last_reading is None:
+        return f"{state.name} waiting", "waiting"
+    since = now - state.last_reading
+    if state.status != OK:
+        return f"{state.name} {state.status} {age(since)}", "failed"
+    if interval and since > stale_after * interval:
+        return f"{state.name} stale {age(since)}", "stale"
+    return f"{state.name} ok {age(since)}", "ok"
+
+
+class HeaderBar(Static):
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__("rltui", id=id, markup=False)
+        self._last: tuple | None = None
+
+    def show(self, view: View) -> None:
+        text = self._text(view)
+        key = (text.plain, tuple(text.spans))
+        if key != self._last:
+            self._last = key
+            self.update(text)
+
+    def _text(self, view: View) -> Text:
+        snap, pal = view.snapshot, view.palette
+        out = Text(no_wrap=True, overflow="ellipsis")
+        out.append(" rltui ", style="bold reverse")
+        verdict = view.diagnosis.verdict
+        n = len(view.diagnosis.symptoms)
+        colour = {"critical": pal.bad, "warning": pal.warn}.get(verdict, pal.ok)
+        out.append(f" {verdict.upper()}", style=f"bold {colour}")
+        if n:
+            out.append(f" ({n})", style=colour)
+        out.append("  node ", style=pal.dim)
+        out.append(snap.host or "?", style="bold")
+        out.append("  ")
+        out.append(self._mode(view))
+        if snap.job:
+            out.append("  job ", style=pal.dim)
+            out.append(snap.job)
+        out.append("\n")
+        th = view.thresholds
+        first = True
+        for state in snap.sources:
+            label, kind = source_label(state, snap.timestamp, view.intervals.get(state.name),
+                                       th.stale_after_intervals)
+            style = {"failed": f"bold {pal.bad}", "stale": pal.warn, "waiting": pal.dim}.get(
+                kind, pal.ok)
+            out.append("   " if not first else " ")
+            out.append(label, style=style)
+            first = False
+        if first:
+            out.append(" waiting for the first readings", style=pal.dim)
+        return out
+
+    @staticmethod
+    def _mode(view: View) -> Text:
+        pal = view.palette
+        out = Text()
+        r = view.replay
+        if r is not None:
+            out.append("replay ", style="bold")
+            out.append(f"{r.position:.1f}/{r.duration:.1f}s x{r.speed:g}")
+            if r.paused:
+                out.append(" PAUSED", style=f"bold {pal.warn}")
+            elif r.finished:
+                out.append(" end", style=pal.dim)
+            return out
+        out.append(view.mode, style="bold")
+        if view.paused:
+            out.append(" PAUSED", style=f"bold {pal.warn}")
+        return out

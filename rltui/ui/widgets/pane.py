@@ -1,0 +1,154 @@
+"""The base of the table panes: a titled, zoomable box holding a one-line message and a table.
+
+Columns have a priority; a pane shows as many as fit its own width, so the same pane is compact
+at 80 columns, complete at 200, and complete again when zoomed. Rows are keyed: each update
+compares the new cells with the previous ones and calls ``update_cell`` only where the text or
+style changed; the table is rebuilt only when its rows or columns change. That keeps one update
+of 512 ranks within a frame.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.events import Resize
+from textual.widgets import DataTable, Static
+
+from rltui.ui.messages import View
+from rltui.ui.widgets.cells import Cell
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str
+    label: str
+    width: int
+    priority: int  # lower shows first when room is short
+    right: bool = False  # right-justify (numbers)
+
+
+Row = tuple[str, dict[str, Cell]]  # row key, cells by column key
+
+CELL_PADDING = 2  # DataTable's default cell_padding on both sides
+CHROME = 4  # borders, scrollbar and slack around the table
+
+
+def fit_columns(columns: Sequence[Column], width: int) -> tuple[str, ...]:
+    """Keys of the columns that fit ``width``, by priority, in display order."""
+    chosen: set[str] = set()
+    used = CHROME
+    for col in sorted(columns, key=lambda c: c.priority):
+        need = col.width + CELL_PADDING
+        if used + need > width and chosen:
+            continue  # a wider one is skipped; a narrower, less important one may still fit
+        chosen.add(col.key)
+        used += need
+    return tuple(c.key for c in columns if c.key in chosen)
+
+
+class TablePane(Vertical):
+    """Subclasses set ``COLUMNS`` and implement ``rows(view)`` (and may set the message)."""
+
+    ALLOW_MAXIMIZE = True
+    COLUMNS: tuple[Column, ...] = ()
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.message = Static("", classes="pane-message", markup=False)
+        self.table: DataTable = DataTable(cursor_type="row", zebra_stripes=True)
+        self._shown: tuple[str, ...] = ()
+        self._row_keys: list[str] = []
+        self._cells: dict[str, tuple[Cell, ...]] = {}
+        self._view: View | None = None
+
+    def compose(self) -> ComposeResult:
+        yield self.message
+        yield self.table
+
+    def on_mount(self) -> None:
+        self.message.display = False
+
+    # -- to be implemented by panes -------------------------------------------------------
+    def rows(self, view: View) -> list[Row]:
+        raise NotImplementedError
+
+    # -- the update path --------------------------------------------------------------------
+    def show(self, view: View) -> None:
+        palette_changed = self._view is None or self._view.palette is not view.palette
+        self._view = view
+        if palette_changed:
+            self._cells.clear()  # every cell must be restyled
+        self._sync(self.rows(view))
+
+    def say(self, text: str = "", style: str = "") -> None:
+        """The pane's one-line message (empty hides it)."""
+        self.message.display = bool(text)
+        if text:
+            self.message.update(Text(text, style=style, no_wrap=True, overflow="ellipsis"))
+
+    def on_resize(self, event: Resize) -> None:
+        shown = fit_columns(self.COLUMNS, event.size.width)
+        if shown != self._shown:
+            self._shown = shown
+            self._rebuild_columns()
+
+    def _rebuild_columns(self) -> None:
+        table = self.table
+        cursor = table.cursor_row
+        table.clear(columns=True)
+        by_key = {c.key: c for c in self.COLUMNS}
+        for key in self._shown:
+            col = by_key[key]
+            label = Text(col.label, justify="right" if col.right else "left")
+            table.add_column(label, width=col.width, key=key)
+        self._row_keys = []
+        self._cells.clear()
+        if self._view is not None:
+            self._sync(self.rows(self._view))
+            if cursor < table.row_count:
+                table.move_cursor(row=cursor, animate=False)
+
+    def _render_cell(self, key: str, cell: Cell) -> Text:
+        col = next(c for c in self.COLUMNS if c.key == key)
+        return Text(cell.text, style=cell.style, justify="right" if col.right else "left",
+                    no_wrap=True, overflow="ellipsis")
+
+    def _sync(self, rows: list[Row]) -> None:
+        if not self._shown:
+            return  # not sized yet: the first resize builds the columns and syncs
+        table = self.table
+        shown = self._shown
+        keys = [key for key, _ in rows]
+        if keys != self._row_keys:
+            self._rebuild_rows(rows)
+            return
+        empty = Cell("")
+        for key, cells in rows:
+            new = tuple(cells.get(c, empty) for c in shown)
+            old = self._cells.get(key)
+            if new == old:
+                continue
+            self._cells[key] = new
+            for i, col in enumerate(shown):
+                if old is None or old[i] != new[i]:
+                    table.update_cell(key, col, self._render_cell(col, new[i]))
+
+    def _rebuild_rows(self, rows: list[Row]) -> None:
+        table = self.table
+        keep = None
+        if table.row_count and table.cursor_row < len(self._row_keys):
+            keep = self._row_keys[table.cursor_row]
+        table.clear()
+        self._cells.clear()
+        empty = Cell("")
+        for key, cells in rows:
+            new = tuple(cells.get(c, empty) for c in self._shown)
+            self._cells[key] = new
+            table.add_row(*(self._render_cell(c, v) for c, v in zip(self._shown, new)), key=key)
+        self._row_keys = [key for key, _ in rows]
+        if keep is not None and keep in self._row_keys:
+            table.move_cursor(row=self._row_keys.index(keep), animate=False)

@@ -1,0 +1,134 @@
+"""The symptoms pane: findings most severe first, and the highlighted one in full below.
+
+The list gives one line per symptom (severity word and colour, title, ranks); the detail shows
+evidence and next steps for the highlighted one. Enter zooms the pane to read it all. Severity
+is written as a word as well as a colour, so no colour vision is needed to read it.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from rltui.model import Symptom
+from rltui.rankset import compact
+from rltui.ui.messages import View
+from rltui.ui.widgets.cells import age
+
+LABELS = {"critical": "CRIT", "warning": "WARN", "info": "INFO"}
+
+
+def symptom_key(s: Symptom) -> str:
+    return f"{s.id}:{compact(s.ranks)}"
+
+
+class SymptomsPane(Vertical):
+    ALLOW_MAXIMIZE = True
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.border_title = "Symptoms"
+        self.options = OptionList(id="symptom-list")
+        self.detail = Static("", id="symptom-detail")
+        self._view: View | None = None
+        self._list_key: tuple | None = None
+        self._detail_key: tuple | None = None
+
+    def compose(self) -> ComposeResult:
+        yield self.options
+        with VerticalScroll(id="symptom-detail-scroll"):
+            yield self.detail
+
+    @property
+    def symptoms(self) -> tuple[Symptom, ...]:
+        return self._view.diagnosis.symptoms if self._view else ()
+
+    @property
+    def selected(self) -> Symptom | None:
+        index = self.options.highlighted
+        symptoms = self.symptoms
+        if index is None or not symptoms or index >= len(symptoms):
+            return symptoms[0] if symptoms else None
+        return symptoms[index]
+
+    def show(self, view: View) -> None:
+        palette_changed = self._view is None or self._view.palette is not view.palette
+        previous = self.selected  # from the old list, to keep it highlighted in the new one
+        self._view = view
+        symptoms = view.diagnosis.symptoms
+        self.border_title = f"Symptoms ({len(symptoms)})" if symptoms else "Symptoms"
+        key = tuple((s.severity, s.title, s.ranks) for s in symptoms)
+        if palette_changed or key != self._list_key:
+            self._list_key = key
+            self._rebuild_list(view, symptom_key(previous) if previous else None)
+        self._show_detail()
+
+    def _rebuild_list(self, view: View, keep_key: str | None) -> None:
+        pal = view.palette
+        options: list[Option] = []
+        for s in view.diagnosis.symptoms:
+            text = Text(no_wrap=True, overflow="ellipsis")
+            text.append(f"{LABELS.get(s.severity, s.severity.upper())} ",
+                        style=f"bold {pal.severity(s.severity)}")
+            text.append(s.title)
+            options.append(Option(text, id=symptom_key(s)))
+        if not options:
+            options.append(Option(Text("No symptoms: nothing rltui checks looks wrong.",
+                                       style=pal.ok), disabled=True))
+        self.options.set_options(options)
+        keys = [symptom_key(s) for s in view.diagnosis.symptoms]
+        if keys:
+            self.options.highlighted = keys.index(keep_key) if keep_key in keys else 0
+
+    def _show_detail(self) -> None:
+        view = self._view
+        if view is None:
+            return
+        s = self.selected
+        key = (s, view.diagnosis.notes, view.snapshot.timestamp if s and s.since else None,
+               view.palette)
+        if key == self._detail_key:
+            return
+        self._detail_key = key
+        self.detail.update(self._detail_text(s, view))
+
+    def _detail_text(self, s: Symptom | None, view: View) -> Text:
+        pal = view.palette
+        out = Text()
+        if s is not None:
+            colour = pal.severity(s.severity)
+            out.append(f"{s.severity.upper()}  ", style=f"bold {colour}")
+            out.append(s.title, style="bold")
+            meta = [f"id {s.id}"]
+            if s.ranks:
+                meta.append(f"ranks {compact(s.ranks)}")
+            if s.since is not None:
+                meta.append(f"for {age(view.snapshot.timestamp - s.since)}")
+            out.append("\n" + "  ".join(meta) + "\n", style=pal.dim)
+            if s.evidence:
+                out.append("Evidence\n", style="bold")
+                for line in s.evidence:
+                    out.append(f"  - {line}\n")
+            if s.next_steps:
+                out.append("Next steps\n", style="bold")
+                for i, line in enumerate(s.next_steps, 1):
+                    out.append(f"  {i}. {line}\n")
+        if view.diagnosis.notes:
+            out.append("Not checked\n", style=f"bold {pal.info}")
+            for note in view.diagnosis.notes:
+                out.append(f"  - {note}\n", style=pal.info)
+        out.rstrip()
+        return out
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        event.stop()
+        self._show_detail()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        # Enter: read the whole symptom; escape (or z) zooms back out.
+        event.stop()
+        if self.screen.maximized is None:
+            self.screen.maximize(self, container=False)
