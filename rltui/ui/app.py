@@ -38,6 +38,7 @@ from rltui.ui.themes import RltuiTheme, load_all, next_theme
 POLL_GROUP = "poll"
 MIN_INTERVAL = 0.05  # s; a zero interval in a config must not spin the event loop
 REPLAY_ACTIONS = {"step", "faster", "slower", "to_end"}
+SPEED = Binding.Group("Speed")  # + and - share one footer entry
 
 
 class RltuiApp(App[int]):
@@ -57,8 +58,10 @@ class RltuiApp(App[int]):
         Binding("question_mark,f1", "help", "Help", id="rltui.help"),
         Binding("n", "step", "Step", id="rltui.replay.step",
                 tooltip="replay: move on one second"),
-        Binding("plus", "faster", "Faster", id="rltui.replay.faster", tooltip="replay speed"),
-        Binding("minus", "slower", "Slower", id="rltui.replay.slower", tooltip="replay speed"),
+        Binding("plus", "faster", "Faster", id="rltui.replay.faster", group=SPEED,
+                tooltip="replay: play faster"),
+        Binding("minus", "slower", "Slower", id="rltui.replay.slower", group=SPEED,
+                tooltip="replay: play slower"),
         Binding("e", "to_end", "End", id="rltui.replay.end",
                 tooltip="replay: play to the end at once"),
     ]
@@ -239,8 +242,11 @@ class RltuiApp(App[int]):
         return player.paused if player is not None else self._paused
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in REPLAY_ACTIONS and self.bundle.player is None:
+        replay = self.bundle.player is not None
+        if action in REPLAY_ACTIONS and not replay:
             return False  # hidden from the footer and inert outside replay
+        if action == "refresh" and replay:
+            return False  # a recording has nothing new to poll
         return True
 
     def action_toggle_pause(self) -> None:

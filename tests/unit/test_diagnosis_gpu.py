@@ -15,7 +15,8 @@ SUSTAIN = TH.gpu_idle_sustain_s
 def snap(t, utils, procs=None, errors=(), gpu_processes=None, simulated=False):
     """``utils``: {gpu index: util}; by default rank i runs on GPU i (pid 100 + i)."""
     gpus = tuple(
-        GpuSample(index=i, name=f"GPU{i}", uuid=f"u{i}", util=u, error="lost" if i in errors else "",
+        GpuSample(index=i, name=f"GPU{i}", uuid=f"u{i}", util=u,
+                  error="lost" if i in errors else "",
                   processes=(gpu_processes or {}).get(i, ()))
         for i, u in sorted(utils.items()))
     if procs is None:
@@ -177,6 +178,14 @@ def test_zombie_processes_do_not_make_a_gpu_the_jobs():
     procs = (ProcInfo(pid=100, rank=0, gpu_index=0), ProcInfo(pid=101, rank=1, gpu_index=1),
              ProcInfo(pid=102, rank=2, gpu_index=2, state="zombie"))
     assert run(series(0, 40, lambda t: {0: 100.0, 1: 100.0, 2: 0.0}, procs=procs)) == []
+
+
+def test_the_window_is_judged_on_the_jobs_gpus_as_of_now():
+    # Early on only rank 1's GPU was known; rank 0's mapping (to idle GPU 0) arrived later.
+    early = (ProcInfo(pid=100, rank=0), ProcInfo(pid=101, rank=1, gpu_index=1))
+    history = series(0, 39, lambda t: SPLIT, procs=early) + [snap(40, SPLIT)]
+    (symptom,) = run(history)
+    assert symptom.ranks == (0,)
 
 
 def test_failed_gpus_are_not_the_jobs():

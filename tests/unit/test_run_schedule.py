@@ -173,7 +173,7 @@ def test_a_real_event_set_by_the_consumer_returns_without_waiting():
         got.append(r)
         stop.set()
 
-    # Without the stop, the wait would last the interval (2 s) and the clock never moves.
+    # Set stop ends the loop before any wait; were it ignored, this would block (fake clock).
     run_schedule([SourceSpec(a, 2.0)], 2.0, on_reading, stop=stop, clock=clock)
     assert len(got) == 1
 

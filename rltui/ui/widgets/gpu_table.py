@@ -28,7 +28,7 @@ class GpuPane(TablePane):
         Column("util", "util", 4, 1, right=True),
         Column("util_spark", "util history", SPARK_WIDTH, 6),
         Column("mem", "memory", 11, 2, right=True),
-        Column("mem_spark", "memory history", SPARK_WIDTH, 7),
+        Column("mem_spark", "mem history", SPARK_WIDTH, 7),
         Column("power", "power", 9, 4, right=True),
         Column("temp", "temp", 4, 3, right=True),
         Column("sm", "SM MHz", 6, 10, right=True),
@@ -50,7 +50,7 @@ class GpuPane(TablePane):
             self._sparks = SparkSeries(SPARK_WIDTH, bucket, _gpu_values)
         self._sparks.feed(view.history)
         wants_sparks = "util_spark" in self._shown or "mem_spark" in self._shown
-        return [(f"gpu{g.index}", self._cells(g, view, wants_sparks)) for g in snap.gpus]
+        return [(f"gpu{g.index}", self._gpu_cells(g, view, wants_sparks)) for g in snap.gpus]
 
     def _title(self, view: View) -> None:
         snap = view.snapshot
@@ -83,7 +83,7 @@ class GpuPane(TablePane):
         else:
             self.say()
 
-    def _cells(self, g: GpuSample, view: View, sparks: bool) -> dict[str, Cell]:
+    def _gpu_cells(self, g: GpuSample, view: View, sparks: bool) -> dict[str, Cell]:
         th, pal, dim = view.thresholds, view.palette, view.palette.dim
         if g.error:
             return {"index": Cell(str(g.index), pal.bad), "name": Cell(g.error, pal.bad)}

@@ -54,9 +54,6 @@ class HeaderBar(Static):
         out.append(snap.host or "?", style="bold")
         out.append("  ")
         out.append(self._mode(view))
-        if snap.job:
-            out.append("  job ", style=pal.dim)
-            out.append(snap.job)
         out.append("\n")
         th = view.thresholds
         first = True
@@ -70,6 +67,9 @@ class HeaderBar(Static):
             first = False
         if first:
             out.append(" waiting for the first readings", style=pal.dim)
+        if snap.job:
+            out.append("   job ", style=pal.dim)
+            out.append(snap.job)
         return out
 
     @staticmethod

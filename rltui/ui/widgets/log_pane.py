@@ -15,8 +15,9 @@ from textual.widgets import Log
 
 from rltui.ui.messages import View
 
-PLACEHOLDER = ("Logs arrive with the log feature: rltui will tail each rank's stdout/stderr "
-               "here and mark step lines, tracebacks, OOM and NCCL messages.")
+PLACEHOLDER = ("Logs arrive with the log feature:",
+               "rltui will tail each rank's stdout/stderr here",
+               "and mark step lines, tracebacks, OOM and NCCL messages.")
 
 
 class LogPane(Vertical):
@@ -32,7 +33,7 @@ class LogPane(Vertical):
         yield self.log_view
 
     def on_mount(self) -> None:
-        self.log_view.write_line(PLACEHOLDER)
+        self.log_view.write_lines(PLACEHOLDER)
 
     def show(self, view: View) -> None:
         """Called after every evaluation; the log feature reads its events from ``view``."""

@@ -59,18 +59,17 @@ class TablePane(Vertical):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.message = Static("", classes="pane-message", markup=False)
+        self.message.display = False
         self.table: DataTable = DataTable(cursor_type="row", zebra_stripes=True)
         self._shown: tuple[str, ...] = ()
         self._row_keys: list[str] = []
-        self._cells: dict[str, tuple[Cell, ...]] = {}
+        self._cache: dict[str, tuple[Cell, ...]] = {}
         self._view: View | None = None
+        self._said: tuple[str, str] = ("", "")
 
     def compose(self) -> ComposeResult:
         yield self.message
         yield self.table
-
-    def on_mount(self) -> None:
-        self.message.display = False
 
     # -- to be implemented by panes -------------------------------------------------------
     def rows(self, view: View) -> list[Row]:
@@ -81,14 +80,16 @@ class TablePane(Vertical):
         palette_changed = self._view is None or self._view.palette is not view.palette
         self._view = view
         if palette_changed:
-            self._cells.clear()  # every cell must be restyled
+            self._cache.clear()  # every cell must be restyled
         self._sync(self.rows(view))
 
     def say(self, text: str = "", style: str = "") -> None:
-        """The pane's one-line message (empty hides it)."""
+        """The pane's message: one sentence, wrapped if the pane is narrow (empty hides it)."""
+        if (text, style) == self._said:
+            return
+        self._said = (text, style)
         self.message.display = bool(text)
-        if text:
-            self.message.update(Text(text, style=style, no_wrap=True, overflow="ellipsis"))
+        self.message.update(Text(text, style=style))
 
     def on_resize(self, event: Resize) -> None:
         shown = fit_columns(self.COLUMNS, event.size.width)
@@ -106,7 +107,7 @@ class TablePane(Vertical):
             label = Text(col.label, justify="right" if col.right else "left")
             table.add_column(label, width=col.width, key=key)
         self._row_keys = []
-        self._cells.clear()
+        self._cache.clear()
         if self._view is not None:
             self._sync(self.rows(self._view))
             if cursor < table.row_count:
@@ -129,10 +130,10 @@ class TablePane(Vertical):
         empty = Cell("")
         for key, cells in rows:
             new = tuple(cells.get(c, empty) for c in shown)
-            old = self._cells.get(key)
+            old = self._cache.get(key)
             if new == old:
                 continue
-            self._cells[key] = new
+            self._cache[key] = new
             for i, col in enumerate(shown):
                 if old is None or old[i] != new[i]:
                     table.update_cell(key, col, self._render_cell(col, new[i]))
@@ -143,11 +144,11 @@ class TablePane(Vertical):
         if table.row_count and table.cursor_row < len(self._row_keys):
             keep = self._row_keys[table.cursor_row]
         table.clear()
-        self._cells.clear()
+        self._cache.clear()
         empty = Cell("")
         for key, cells in rows:
             new = tuple(cells.get(c, empty) for c in self._shown)
-            self._cells[key] = new
+            self._cache[key] = new
             table.add_row(*(self._render_cell(c, v) for c, v in zip(self._shown, new)), key=key)
         self._row_keys = [key for key, _ in rows]
         if keep is not None and keep in self._row_keys:

@@ -2,7 +2,7 @@
 
 A departed rank keeps its row (dimmed, state ``exited``/``zombie``/``missing``) with the GPU and
 role it had when last seen: in a hang the missing rank is the one to look at. Rows the OS could
-only partly read are marked with ``*`` after the PID; the subtitle says why.
+only partly read are marked with ``*`` after the PID; the pane's message line says why.
 
 ``last_step`` and ``stack_class`` are the hooks the log and stack features fill; until then
 they show ``-``.
@@ -53,12 +53,18 @@ class RankPane(TablePane):
     def rows(self, view: View) -> list[Row]:
         snap = view.snapshot
         utils = {g.index: g.util for g in snap.gpus}
-        live = sorted(snap.live_procs, key=_order)
+        live = snap.live_procs
         for p in live:
             self._last_known[p.pid] = p
-        rows: list[Row] = [(f"p{p.pid}", self._live(p, utils, view)) for p in live]
-        departed = sorted(snap.departed, key=lambda d: (d.rank is None, d.rank or 0, d.pid))
-        rows.extend((_departed_key(d), self._departed(d, view)) for d in departed)
+        departed = sorted(snap.departed, key=_order)
+        # Departed rows sit among the live ones by rank: the gap in the ranks is the news.
+        ordered = sorted([(_order(p), f"p{p.pid}", p) for p in live]
+                         + [(_order(d), _departed_key(d), d) for d in departed],
+                         key=lambda t: t[0])
+        rows: list[Row] = [
+            (key, self._live(item, utils, view) if isinstance(item, ProcInfo)
+             else self._departed(item, view))
+            for _, key, item in ordered]
         keep = {p.pid for p in live} | {d.pid for d in departed}
         self._last_known = {pid: p for pid, p in self._last_known.items() if pid in keep}
         self._titles(view, live, departed)
@@ -70,11 +76,6 @@ class RankPane(TablePane):
             title += f", {len(departed)} departed"
         self.border_title = title + ")"
         partial = [p for p in live if p.partial]
-        if partial:
-            reason = partial[0].partial_reason or "some fields unreadable"
-            self.border_subtitle = f"{PARTIAL_MARK} partial read ({len(partial)}): {reason}"
-        else:
-            self.border_subtitle = ""
         state = view.snapshot.source("procs")
         pal = view.palette
         if state is None:
@@ -85,6 +86,10 @@ class RankPane(TablePane):
         elif not live and not departed:
             self.say("No training processes found (ranks are found by RANK/LOCAL_RANK in "
                      "their environment).", pal.dim)
+        elif partial:
+            reason = partial[0].partial_reason or "some fields could not be read"
+            self.say(f"{PARTIAL_MARK} {len(partial)} process(es) only partly read: {reason}",
+                     pal.warn)
         else:
             self.say()
 
@@ -134,7 +139,7 @@ class RankPane(TablePane):
         }
 
 
-def _order(p: ProcInfo) -> tuple:
+def _order(p: ProcInfo | DepartedRank) -> tuple[bool, int, int]:
     return (p.rank is None, p.rank or 0, p.pid)
 
 

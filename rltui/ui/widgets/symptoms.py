@@ -7,6 +7,8 @@ is written as a word as well as a colour, so no colour vision is needed to read 
 
 from __future__ import annotations
 
+from rich.console import Group, RenderableType
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
@@ -95,33 +97,29 @@ class SymptomsPane(Vertical):
         self._detail_key = key
         self.detail.update(self._detail_text(s, view))
 
-    def _detail_text(self, s: Symptom | None, view: View) -> Text:
+    def _detail_text(self, s: Symptom | None, view: View) -> Group:
         pal = view.palette
-        out = Text()
+        parts: list[RenderableType] = []
         if s is not None:
-            colour = pal.severity(s.severity)
-            out.append(f"{s.severity.upper()}  ", style=f"bold {colour}")
-            out.append(s.title, style="bold")
+            head = Text()
+            head.append(f"{s.severity.upper()}  ", style=f"bold {pal.severity(s.severity)}")
+            head.append(s.title, style="bold")
             meta = [f"id {s.id}"]
             if s.ranks:
                 meta.append(f"ranks {compact(s.ranks)}")
             if s.since is not None:
                 meta.append(f"for {age(view.snapshot.timestamp - s.since)}")
-            out.append("\n" + "  ".join(meta) + "\n", style=pal.dim)
+            head.append("\n" + "  ".join(meta), style=pal.dim)
+            parts.append(head)
             if s.evidence:
-                out.append("Evidence\n", style="bold")
-                for line in s.evidence:
-                    out.append(f"  - {line}\n")
+                parts.append(_items("Evidence", [("-", e) for e in s.evidence]))
             if s.next_steps:
-                out.append("Next steps\n", style="bold")
-                for i, line in enumerate(s.next_steps, 1):
-                    out.append(f"  {i}. {line}\n")
+                parts.append(_items("Next steps",
+                                    [(f"{i}.", n) for i, n in enumerate(s.next_steps, 1)]))
         if view.diagnosis.notes:
-            out.append("Not checked\n", style=f"bold {pal.info}")
-            for note in view.diagnosis.notes:
-                out.append(f"  - {note}\n", style=pal.info)
-        out.rstrip()
-        return out
+            parts.append(_items("Not checked", [("-", n) for n in view.diagnosis.notes],
+                                style=pal.info))
+        return Group(*parts)
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         event.stop()
@@ -132,3 +130,13 @@ class SymptomsPane(Vertical):
         event.stop()
         if self.screen.maximized is None:
             self.screen.maximize(self, container=False)
+
+
+def _items(title: str, items: list[tuple[str, str]], style: str = "") -> Group:
+    """A titled list whose wrapped lines stay indented under their own text."""
+    grid = Table.grid(padding=(0, 0, 0, 1))
+    grid.add_column(no_wrap=True, justify="right")
+    grid.add_column(ratio=1)
+    for mark, text in items:
+        grid.add_row(Text(f" {mark}", style=style), Text(text, style=style))
+    return Group(Text(title, style=f"bold {style}".strip()), grid)

@@ -1,0 +1,63 @@
+"""Live sources for UI tests: each poll returns a fresh, time-stamped Reading.
+
+A GPU is the one thing a test machine cannot have, so these stand in for NVML and psutil.
+``gate`` holds a poll until the test opens it (to test that a slow source is never polled
+twice at once); ``error`` makes ``poll`` raise (the app must turn it into a state).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+from rltui.model import OK, UNAVAILABLE, GpuPoll, ProcPoll, Reading
+from rltui.sources.bundle import Bundle, SourceSpec
+from tests.fakes.scenarios import NO_NVML, NO_NVML_REMEDY, busy_util, gpu, proc
+
+
+class FakeSource:
+    def __init__(self, name: str, make: Callable[[int], Reading]) -> None:
+        self.name = name
+        self.make = make
+        self.polls = 0
+        self.closed = 0
+        self.gate: threading.Event | None = None
+        self.error: Exception | None = None
+        self._lock = threading.Lock()
+
+    def poll(self) -> Reading:
+        with self._lock:
+            self.polls += 1
+            n = self.polls
+        if self.gate is not None:
+            self.gate.wait(10)
+        if self.error is not None:
+            raise self.error
+        return self.make(n)
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def gpus_ok(count: int = 4) -> FakeSource:
+    return FakeSource("gpus", lambda n: Reading(
+        "gpus", time.time(), OK,
+        GpuPoll(gpus=tuple(gpu(i, busy_util(i, n), pids=(4100 + i,)) for i in range(count)))))
+
+
+def gpus_unavailable() -> FakeSource:
+    return FakeSource("gpus", lambda n: Reading("gpus", time.time(), UNAVAILABLE, None,
+                                                NO_NVML, NO_NVML_REMEDY))
+
+
+def procs_ok(count: int = 4) -> FakeSource:
+    return FakeSource("procs", lambda n: Reading(
+        "procs", time.time(), OK,
+        ProcPoll(procs=tuple(proc(r, world=count, cpu=float(n % 100)) for r in range(count)))))
+
+
+def live_bundle(*sources: FakeSource, interval: float = 0.05,
+                closers: list[Callable[[], None]] | None = None) -> Bundle:
+    return Bundle(mode="live", host="test-node", job="fake job",
+                  specs=[SourceSpec(s, interval) for s in sources], closers=closers or [])
