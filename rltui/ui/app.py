@@ -56,14 +56,13 @@ class RltuiApp(App[int]):
         Binding("t", "cycle_theme", "Theme", id="rltui.theme",
                 tooltip="cycle dark, light, colour-blind; remembered in the config file"),
         Binding("question_mark,f1", "help", "Help", id="rltui.help"),
-        Binding("n", "step", "Step", id="rltui.replay.step",
-                tooltip="replay: move on one second"),
+        Binding("n", "step", "Step", id="rltui.replay.step", tooltip="move on one second"),
         Binding("plus", "faster", "Faster", id="rltui.replay.faster", group=SPEED,
-                tooltip="replay: play faster"),
+                tooltip="play faster"),
         Binding("minus", "slower", "Slower", id="rltui.replay.slower", group=SPEED,
-                tooltip="replay: play slower"),
+                tooltip="play slower"),
         Binding("e", "to_end", "End", id="rltui.replay.end",
-                tooltip="replay: play to the end at once"),
+                tooltip="play to the end at once"),
     ]
 
     def __init__(self, bundle: Bundle, settings: Settings,
@@ -287,12 +286,12 @@ class RltuiApp(App[int]):
                                         self.palette))
 
     def help_bindings(self) -> list[Binding]:
-        replay = self.bundle.player is not None
+        """The app's bindings as the help screen lists them (replay keys marked)."""
         out = []
         for b in self.BINDINGS:
             assert isinstance(b, Binding)
             if b.action in REPLAY_ACTIONS:
-                b = replace(b, description=f"{b.description} (replay)") if not replay else b
+                b = replace(b, description=f"{b.description} (replay)")
             out.append(b)
         return out
 
