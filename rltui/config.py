@@ -78,18 +78,24 @@ def load(path: Path | None = None) -> Settings:
 def parse(text: str, name: str = "<config>") -> Settings:
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.reader.ReaderError as exc:
+        # Bad characters carry a position, not a mark.
+        line = text.count("\n", 0, exc.position) + 1
+        raise ConfigError(f"{name} line {line}: not valid YAML: {exc.reason} "
+                          f"(character {exc.character!r})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"{name}{where}: not valid YAML: {problem}") from None
-    if root is None:
+    if root is None or (isinstance(root, yaml.ScalarNode)
+                        and root.tag == "tag:yaml.org,2002:null"):
         return Settings(path=name)
     if not isinstance(root, yaml.MappingNode):
         raise ConfigError(f"{name} line {root.start_mark.line + 1}: the top level must be a "
                           "mapping of settings")
     settings = Settings(path=name)
-    for key_node, value_node in root.value:
+    for key_node, value_node in _pairs(root, name, ""):
         key = key_node.value
         line = key_node.start_mark.line + 1
         if key in _SECTIONS:
@@ -113,6 +119,20 @@ def parse(text: str, name: str = "<config>") -> Settings:
     return settings
 
 
+def _pairs(node: yaml.MappingNode, name: str, prefix: str) -> list[tuple[yaml.Node, yaml.Node]]:
+    """The mapping's (key, value) nodes; keys must be plain names, each given once."""
+    seen: dict[str, int] = {}
+    for key_node, _ in node.value:
+        line = key_node.start_mark.line + 1
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise ConfigError(f"{name} line {line}: keys must be plain names")
+        if key_node.value in seen:
+            raise ConfigError(f"{name} line {line}: {prefix}{key_node.value} is given twice "
+                              f"(first on line {seen[key_node.value]})")
+        seen[key_node.value] = line
+    return node.value
+
+
 def _section(cls: type, node: yaml.Node, name: str, section: str) -> Any:
     if isinstance(node, yaml.ScalarNode) and node.value in ("", "~", "null"):
         return cls()
@@ -121,7 +141,7 @@ def _section(cls: type, node: yaml.Node, name: str, section: str) -> Any:
                           "mapping of settings")
     types = {f.name: f.type for f in fields(cls)}
     values: dict[str, Any] = {}
-    for key_node, value_node in node.value:
+    for key_node, value_node in _pairs(node, name, f"{section}."):
         key = key_node.value
         dotted = f"{section}.{key}"
         if key not in types:
@@ -129,6 +149,9 @@ def _section(cls: type, node: yaml.Node, name: str, section: str) -> Any:
                               f"{dotted!r} (known: {', '.join(types)})")
         want = {"float": float, "int": int, "bool": bool, "str": str}[str(types[key])]
         value = _scalar(value_node, want, name, dotted)
+        if want is float and (value != value or value in (float("inf"), float("-inf"))):
+            raise ConfigError(f"{name} line {value_node.start_mark.line + 1}: {dotted}: must "
+                              "be a finite number")
         if want in (int, float) and value < 0:
             raise ConfigError(f"{name} line {value_node.start_mark.line + 1}: {dotted}: must "
                               f"not be negative, got {value}")
@@ -153,7 +176,8 @@ def _scalar(node: yaml.Node, want: type, name: str, key: str) -> Any:
     return value
 
 
-_THEME_LINE = re.compile(r"^theme\s*:.*$", re.MULTILINE)
+# The value of the top-level theme line; a trailing comment is left alone.
+_THEME_LINE = re.compile(r"^(theme\s*:[ \t]*)([^#\r\n]*?)([ \t]+#[^\r\n]*)?$", re.MULTILINE)
 
 
 def save_theme(theme: str, path: Path | None = None) -> Path:
@@ -166,7 +190,7 @@ def save_theme(theme: str, path: Path | None = None) -> Path:
     except FileNotFoundError:
         text = ""
     if _THEME_LINE.search(text):
-        text = _THEME_LINE.sub(f"theme: {theme}", text, count=1)
+        text = _THEME_LINE.sub(lambda m: f"{m.group(1)}{theme}{m.group(3) or ''}", text, count=1)
     else:
         text = (text + ("\n" if text and not text.endswith("\n") else "")
                 + f"theme: {theme}\n")

@@ -54,7 +54,10 @@ def idle_vs_busy(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
     if th.gpu_idle_sustain_s > 0 and not older:
         return []
     since = snap.timestamp
-    for s in reversed(window):
+    # The newest snapshot at or before the window's start stands for the state when the window
+    # began: without it a gap in the history would let a fresh split pass as sustained.
+    checked = window + older[-1:] if th.gpu_idle_sustain_s > 0 else window
+    for s in sorted(checked, key=lambda s: s.timestamp, reverse=True):
         i, b = _split(s, th, job)
         idle &= i
         busy &= b

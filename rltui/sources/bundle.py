@@ -102,13 +102,19 @@ def run_schedule(specs: Sequence[SourceSpec], duration: float,
     stop = stop or threading.Event()
     start = clock()
     due = [start] * len(specs)
+    last = [float("-inf")] * len(specs)
     while not stop.is_set():
         now = clock()
+        final = now - start >= duration
         for i, spec in enumerate(specs):
-            if now >= due[i]:
+            # At the end every source gets its closing poll, whatever its cadence, unless it
+            # was polled at this very moment (duration 0: a single poll each).
+            floor = max(spec.interval, 0.05)
+            closing = final and duration > 0 and now - last[i] >= 0.05
+            if now >= due[i] or closing:
                 on_reading(guarded_poll(spec.source))
-                due[i] = now + max(spec.interval, 0.05)
-        if now - start >= duration:
+                due[i], last[i] = now + floor, now
+        if final:
             break
         wake = min(min(due), start + duration)
         stop.wait(max(0.0, wake - clock()))

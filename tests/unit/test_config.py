@@ -62,10 +62,8 @@ def test_every_setting_is_read():
 @pytest.mark.parametrize("text", [
     "",
     "# only a comment\n",
-    pytest.param("---\n", marks=pytest.mark.xfail(strict=True, reason=(
-        "parse() treats an explicit empty document (a null root node) as a non-mapping and "
-        "raises 'the top level must be a mapping' instead of returning the defaults"))),
-    pytest.param("~\n", marks=pytest.mark.xfail(strict=True, reason="same: a null root")),
+    "---\n",
+    "~\n",
 ])
 def test_empty_file_gives_the_defaults(text):
     s = parse(text, "c.yaml")
@@ -140,17 +138,11 @@ def test_errors_name_the_file_and_the_line(text, line, fragments):
         assert fragment in message
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a yaml.ReaderError (a control character) has no problem_mark, so the message gives "
-    "'position N' instead of a line"))
 def test_invalid_character_names_the_line():
     with pytest.raises(ConfigError, match=r"^my/config.yaml line 2: not valid YAML"):
         parse("theme: dark\nhistory: \x07\n", "my/config.yaml")
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError, reason=(
-    "a non-scalar mapping key reaches 'key in _SECTIONS' / 'key not in types' as a list of "
-    "nodes and raises TypeError (unhashable type) instead of ConfigError"))
 @pytest.mark.parametrize("text", ["? [a, b]\n: 1\n", "thresholds:\n  ? [a]\n  : 1\n"])
 def test_non_scalar_key_is_a_config_error(text):
     with pytest.raises(ConfigError, match=r"^c.yaml line \d+: "):
@@ -236,9 +228,6 @@ def test_save_theme_rewrites_only_the_theme_line(tmp_path):
     assert not (tmp_path / "config.yaml.tmp").exists()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "save_theme replaces the whole theme line (regex ^theme\\s*:.*$), so a comment at the end "
-    "of that line is lost although the file's comments are meant to survive"))
 def test_save_theme_keeps_a_comment_on_the_theme_line(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text(COMMENTED, encoding="utf-8")

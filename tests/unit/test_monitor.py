@@ -139,6 +139,22 @@ def test_evaluate_snapshots_diagnoses_and_keeps_history():
     assert d.verdict == "healthy"
 
 
+def test_observe_records_history_without_diagnosing():
+    m = Monitor()
+    m.ingest(procs_at(1.0))
+    snap = m.observe(1.0)
+    assert m.snapshot is snap and len(m.history) == 1
+    assert m.diagnosis is None
+    _, d = m.evaluate(2.0)
+    assert len(m.history) == 2 and m.diagnosis is d
+
+
+def test_replay_snapshots_after_every_reading():
+    m = Monitor()
+    m.replay([procs_at(1.0), gpus_at(2.0, [50.0] * N), procs_at(3.0)])
+    assert [s.timestamp for s in m.history] == [1.0, 2.0, 3.0]
+
+
 def test_replay_of_nothing_is_none():
     assert Monitor().replay([]) is None
 

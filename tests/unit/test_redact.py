@@ -143,8 +143,9 @@ def secret_names(draw):
     return f"{prefix}_{draw(st.sampled_from(['API_KEY', 'TOKEN', 'SECRET', 'PASSWORD', 'PASSWD', 'SECRET_ACCESS_KEY', 'AUTH_TOKEN', 'ACCESS_KEY']))}"
 
 
-plain_values = st.text(st.characters(codec="ascii", categories=["Ll"], include_characters="/:,"),
-                       max_size=20)
+# no ":" or "=" in ordinary values: "token:abc" is a secret assignment and would be hidden
+plain_values = st.text(st.characters(codec="ascii", categories=["Ll", "Nd"],
+                                     include_characters="/,.-"), max_size=20)
 plain_names = st.sampled_from(["PATH", "HOME", "NCCL_DEBUG", "CUDA_VISIBLE_DEVICES", "RANK",
                                "TOKENIZERS_PARALLELISM", "MASTER_ADDR", "PAD_TOKEN"])
 

@@ -37,7 +37,7 @@ PROC = model.ProcInfo(
     local_rank=3, world_size=8, local_world_size=8, role="trainer", cpu_percent=99.5,
     rss=12 * 2**30, state="sleeping", num_threads=64, create_time=1000.25, gpu_index=3,
     gpu_from="nvml", debug_env=(("NCCL_DEBUG", "INFO"), ("NCCL_TIMEOUT", "300")),
-    stdout_path="/tmp/out.log", stderr_path=None, partial=True, partial_reason="environ denied",
+    stdout_path="/data/run/rank3.out", stderr_path=None, partial=True, partial_reason="environ denied",
 )
 DEPARTED = model.DepartedRank(pid=103, rank=3, last_seen=1001.0, gone_since=1002.5, reason="zombie")
 SOURCE = model.SourceState(name="gpus", status=model.DENIED, last_reading=5.0, last_ok=None,
