@@ -1,0 +1,39 @@
+"""Diagnosis of recorded demo jobs, replayed: the same verdicts every time."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"
+
+
+@pytest.mark.parametrize("name, verdict, symptoms", [
+    ("demo-healthy", "healthy", []),
+    ("demo-rank-exit", "critical", [("rank-exited", [3])]),
+    ("demo-oom", "critical", [("rank-exited", [3])]),
+    ("demo-zero-step-completion", "critical", [("rank-exited", [1, 2, 3])]),
+])
+def test_recorded_demo_diagnosis(name, verdict, symptoms):
+    out = subprocess.run([sys.executable, "-m", "rltui", "diagnose", "--replay",
+                          str(SCENARIOS / name), "--json"], capture_output=True, text=True,
+                         check=False, timeout=60)
+    assert out.returncode == (1 if verdict == "critical" else 0), out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["verdict"] == verdict
+    assert [(s["id"], s["ranks"]) for s in doc["symptoms"]] == symptoms
+    assert doc["gpu_simulated"] is True and all(g["simulated"] for g in doc["gpus"])
+    assert doc["now_source"] == "recording"
+
+
+def test_recordings_hold_no_secrets_or_local_paths():
+    for path in SCENARIOS.glob("*/readings.jsonl"):
+        text = path.read_text()
+        assert "/tmp/" not in text, path
+        for row in map(json.loads, text.splitlines()):
+            if row["source"] == "procs" and row["payload"]:
+                for proc in row["payload"]["procs"]:
+                    for name, value in proc["debug_env"]:
+                        assert "TOKEN" not in name and "KEY" not in name
