@@ -23,21 +23,16 @@ from typing import Callable, Mapping, Sequence
 import psutil
 
 from rltui.model import DENIED, ERROR, OK, ProcInfo, ProcPoll, Reading
+from rltui.parsing.procinfo import (  # noqa: F401 - re-exported for callers and tests
+    DEBUG_ENV, ENGINES, LAUNCHER_MODULES, _program, _pythonish, env_gpu, parse_int, ray_class,
+    role_of,
+)
 from rltui.redact import redact_argv, redact_env
 from rltui.sources.base import reading
 
 RECHECK_S = 5.0
 FD_RECHECK_S = 10.0
 
-# Shown per process: the settings the hang playbook asks about.
-DEBUG_ENV = (
-    "NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "TORCH_DISTRIBUTED_DEBUG", "NCCL_TIMEOUT",
-    "TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-    "TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", "CUDA_LAUNCH_BLOCKING",
-    "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE", "CUDA_VISIBLE_DEVICES",
-)
-ENGINES = ("vllm", "sglang")
-LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 DEFAULT_LOOKED_FOR = ("Python processes with RANK or LOCAL_RANK in their environment, "
                       "torchrun launchers and ray:: workers")
 DEFAULT_HOW = "env RANK/LOCAL_RANK, torchrun, ray:: titles"
@@ -46,95 +41,7 @@ ENV_DENIED = "environment not readable: permission denied"
 ENV_GONE = "environment not readable: the process had already exited"
 CMDLINE_DENIED = "command line not readable: permission denied"
 FDS_DENIED = "output files not readable: permission denied"
-STATS_DENIED = "process statistics not readable: permission denied"
-
-
-# -- pure rules ----------------------------------------------------------------------------------
-
-def parse_int(value: str | None) -> int | None:
-    """A rank-like integer from the environment; missing, malformed or negative -> None."""
-    if value is None:
-        return None
-    try:
-        number = int(value.strip())
-    except ValueError:
-        return None
-    return number if number >= 0 else None
-
-
-def env_gpu(env: Mapping[str, str]) -> int | None:
-    """The physical GPU a rank uses, as its environment implies (None when it cannot tell).
-
-    Torch ranks select ``cuda:LOCAL_RANK`` among the visible devices, so it is the
-    CUDA_VISIBLE_DEVICES entry at that position, or LOCAL_RANK itself when the variable is
-    unset. A process that sees exactly one device uses that one, whatever its LOCAL_RANK
-    (launchers that pin one GPU per process). UUID or MIG entries and an empty list give None.
-    """
-    local = parse_int(env.get("LOCAL_RANK"))
-    visible = env.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        return local
-    entries = [e.strip() for e in visible.split(",") if e.strip()]
-    if len(entries) == 1:
-        chosen = entries[0]
-    elif local is not None and local < len(entries):
-        chosen = entries[local]
-    else:
-        return None
-    return int(chosen) if chosen.isdigit() else None
-
-
-def ray_class(title: str) -> str:
-    """``ray::WorkerDict.actor_rollout_generate_sequences`` -> ``WorkerDict``."""
-    m = re.match(r"ray::([^.\s(]+)", title)
-    return m.group(1) if m else "ray"
-
-
-def _program(cmdline: Sequence[str]) -> tuple[str, str]:
-    """What a command line runs: ("module", name) for ``-m``, ("code", "") for ``-c``,
-    ("path", path) for a script or any other program."""
-    if "python" not in os.path.basename(cmdline[0]).lower():
-        return "path", cmdline[0]
-    args = iter(cmdline[1:])
-    for arg in args:
-        if arg == "-m":
-            return "module", next(args, "")
-        if arg == "-c" or arg.startswith("-c"):
-            return "code", ""
-        if arg in ("-X", "-W", "--check-hash-based-pycs"):
-            next(args, None)  # options that take a value
-        elif not arg.startswith("-"):
-            return "path", arg
-    return "path", cmdline[0]
-
-
-def role_of(cmdline: Sequence[str], name: str = "") -> str:
-    """Ray actor class, "vllm"/"sglang", "torchrun", else the script's or module's base name."""
-    if not cmdline:
-        return name
-    first = cmdline[0]
-    if first.startswith("ray::"):
-        return ray_class(first)
-    for engine in ENGINES:
-        if first.lower().startswith(f"{engine}::"):  # VLLM::EngineCore, sglang::scheduler
-            return engine
-    kind, value = _program(cmdline)
-    if kind == "code":
-        return "python"
-    if kind == "module":
-        if value in LAUNCHER_MODULES:
-            return "torchrun"
-        top = value.split(".")[0]
-        return top if top in ENGINES else value.rsplit(".", 1)[-1]
-    base = os.path.basename(value)
-    base = base[:-3] if base.endswith(".py") else base
-    return base if base not in ("", "python") else name
-
-
-def _pythonish(name: str, cmdline: Sequence[str]) -> bool:
-    # torch renames the main thread (and so the process) "pt_main_thread"
-    heads = [name.lower()] + ([os.path.basename(cmdline[0]).lower()] if cmdline else [])
-    return any("python" in h or h == "pt_main_thread" for h in heads)
+STATS_DENIED = "some process statistics not readable"
 
 
 def output_target(pid: int, fd: int) -> tuple[str | None, bool]:
@@ -319,19 +226,10 @@ class ProcSource:
         present = set(live)
         for pid in [p for p in self._entries if p not in present]:
             del self._entries[pid]
-        found, denied = [], 0
-        for pid in live:
-            if pid in self._excluded:
-                continue
-            entry = self._entries.get(pid)
-            if entry is None or (not entry.zombie and mono - entry.checked >= self._recheck_s):
-                entry = self._check(pid, entry, mono, force_job=False)
-                if entry is None:
-                    continue
-            denied += entry.denied
-            if entry.static is not None:
-                found.append(entry)
-        return found, denied
+        entries = [self._entry(pid, mono, force_job=False) for pid in live
+                   if pid not in self._excluded]
+        return ([e for e in entries if e is not None and e.static is not None],
+                sum(e.denied for e in entries if e is not None))
 
     def _by_pid(self, wanted: list[int], mono: float) -> list[_Entry]:
         pids = dict.fromkeys(p for p in wanted if p not in self._excluded)
@@ -344,66 +242,64 @@ class ProcSource:
                 pids.update(dict.fromkeys(k.pid for k in kids if k.pid not in self._excluded))
         for pid in [p for p in self._entries if p not in pids]:
             del self._entries[pid]
-        found = []
-        for pid in pids:
-            entry = self._entries.get(pid)
-            if entry is None or (not entry.zombie and mono - entry.checked >= self._recheck_s):
-                entry = self._check(pid, entry, mono, force_job=True)
-            if entry is not None:
-                found.append(entry)
-        return found
+        return [e for e in (self._entry(pid, mono, force_job=True) for pid in pids) if e]
+
+    def _entry(self, pid: int, mono: float, force_job: bool) -> _Entry | None:
+        """The cached entry for ``pid``, re-checked when due (zombies never change again)."""
+        entry = self._entries.get(pid)
+        if entry is None or (not entry.zombie and mono - entry.checked >= self._recheck_s):
+            entry = self._check(pid, entry, mono, force_job)
+        return entry
 
     def _check(self, pid: int, old: _Entry | None, mono: float, force_job: bool) -> _Entry | None:
-        """(Re)decide what ``pid`` is; None when it is gone. Keeps the cached entry (and its
-        CPU baseline) when the process and its command line are unchanged."""
+        """(Re)decide what ``pid`` is; None when it is gone. An unchanged command line keeps the
+        cached entry (and its CPU baseline): re-checking costs one read, not four."""
         try:
-            if old is not None and not old.proc.is_running():
-                old = None  # exited, or the PID now belongs to another process
             proc = old.proc if old is not None else psutil.Process(pid)
-            reason = ""
-            try:
-                cmdline = tuple(proc.cmdline())
-            except psutil.ZombieProcess:
-                if old is not None:  # a job process that just exited stays, as a zombie
+            cmdline, reason = _cmdline(proc)
+            if old is not None:
+                if cmdline is None:  # a job process that just exited stays, as a zombie
                     old.checked, old.zombie = mono, True
                     return old
-                cmdline = ()
-            except psutil.AccessDenied:
-                cmdline, reason = (), CMDLINE_DENIED
-            fingerprint = hash(cmdline)
-            if old is not None and old.fingerprint == fingerprint:
-                old.checked = mono
-                return old
-            entry = _Entry(proc=proc, fingerprint=fingerprint, checked=mono)
+                if hash(cmdline) == old.fingerprint:
+                    old.checked = mono
+                    return old
+                if not proc.is_running():  # the PID belongs to another process now
+                    return self._check(pid, None, mono, force_job)
+            cmdline = cmdline or ()
+            # A burst of new processes (the first scan) would all come due in the same poll;
+            # staggering their first re-check by PID spreads that cost over recheck_s.
+            checked = mono if old is not None else mono - self._recheck_s * (pid % 16) / 16
+            entry = _Entry(proc=proc, fingerprint=hash(cmdline), checked=checked)
             if old is not None:
                 entry.primed, entry.out, entry.out_checked = old.primed, old.out, old.out_checked
             self._entries[pid] = entry
-            name = _read(proc.name, "")[0]
+
+            def name() -> str:
+                try:
+                    return proc.name()
+                except (psutil.AccessDenied, psutil.ZombieProcess):
+                    return ""
+
             if force_job:
-                entry.static = _static(proc, cmdline, name, reason)
+                entry.static = _static(proc, cmdline, name(), reason)
             elif reason:
                 entry.denied = True
             elif self._match is not None:
-                if self._match.search(" ".join(cmdline) or name):
-                    entry.static = _static(proc, cmdline, name)
-            else:
-                self._classify_default(entry, cmdline, name)
+                if self._match.search(" ".join(cmdline) or name()):
+                    entry.static = _static(proc, cmdline, name())
+            elif cmdline:  # kernel threads and zombies have none: nothing to go on
+                _classify_default(entry, cmdline, name)
             return entry
         except psutil.NoSuchProcess:
             self._entries.pop(pid, None)
             return None
-
-    @staticmethod
-    def _classify_default(entry: _Entry, cmdline: tuple[str, ...], name: str) -> None:
-        role = role_of(cmdline, name)
-        if (cmdline and cmdline[0].startswith("ray::")) or role == "torchrun":
-            entry.static = _static(entry.proc, cmdline, name)
-        elif cmdline and _pythonish(name, cmdline):
-            env, reason = _environ(entry.proc)
-            if reason == ENV_DENIED:
-                entry.denied = True
-            elif "RANK" in env or "LOCAL_RANK" in env:
-                entry.static = _static(entry.proc, cmdline, name, env=env)
+        except OSError:  # an odd /proc read error: keep what we knew, try again next time
+            if old is None:
+                self._entries.pop(pid, None)
+            else:
+                self._entries[pid] = old
+            return old
 
     # -- per-process values
 
@@ -419,17 +315,26 @@ class ProcSource:
         proc, s = entry.proc, entry.static
         assert s is not None
         reasons = [s.reason] if s.reason else []
+        denied: list[bool] = []
+
+        def get(fn: Callable, default=None):
+            try:
+                return fn()
+            except psutil.ZombieProcess:  # some reads fail once a process is a zombie
+                return default
+            except (psutil.AccessDenied, OSError):
+                denied.append(True)
+                return default
+
         try:
-            with proc.oneshot():
-                state, denied = _read(proc.status, "")
-                ppid, d2 = _read(proc.ppid)
-                cpu, d3 = _read(lambda: proc.cpu_percent(None))
-                mem, d4 = _read(proc.memory_info)
-                threads, d5 = _read(proc.num_threads)
+            with proc.oneshot():  # one read of /proc/PID/stat for all of these
+                state, ppid, created = get(proc.status, ""), get(proc.ppid), get(proc.create_time)
+                cpu, mem = get(lambda: proc.cpu_percent(None)), get(proc.memory_info)
+                threads = get(proc.num_threads)
         except psutil.NoSuchProcess:
             self._entries.pop(proc.pid, None)
             return None
-        if denied or d2 or d3 or d4 or d5:
+        if denied:
             reasons.append(STATS_DENIED)
         entry.zombie = state == psutil.STATUS_ZOMBIE
         if cpu is not None and not entry.primed:
@@ -448,7 +353,7 @@ class ProcSource:
             local_rank=s.local_rank, world_size=s.world_size,
             local_world_size=s.local_world_size, role=s.role, cpu_percent=cpu,
             rss=mem.rss if mem is not None else None, state=state, num_threads=threads,
-            create_time=_create_time(proc), gpu_index=gpu, gpu_from=gpu_from,
+            create_time=created, gpu_index=gpu, gpu_from=gpu_from,
             debug_env=s.debug_env, stdout_path=entry.out[0], stderr_path=entry.out[1],
             partial=bool(reasons), partial_reason="; ".join(reasons))
 
@@ -469,21 +374,25 @@ class ProcSource:
         return s
 
 
-def _read(fn: Callable, default=None):
-    """(value, denied): AccessDenied becomes a missing value; a zombie reads as missing too."""
+def _classify_default(entry: _Entry, cmdline: tuple[str, ...], name: Callable[[], str]) -> None:
+    if cmdline[0].startswith("ray::") or role_of(cmdline) == "torchrun":
+        entry.static = _static(entry.proc, cmdline, name())
+    elif _pythonish(cmdline[0]) or _pythonish(name()):
+        env, reason = _environ(entry.proc)
+        if reason == ENV_DENIED:
+            entry.denied = True
+        elif "RANK" in env or "LOCAL_RANK" in env:
+            entry.static = _static(entry.proc, cmdline, name(), env=env)
+
+
+def _cmdline(proc: psutil.Process) -> tuple[tuple[str, ...] | None, str]:
+    """(command line, why unreadable); None for a zombie, whose command line is gone."""
     try:
-        return fn(), False
+        return tuple(proc.cmdline()), ""
     except psutil.ZombieProcess:
-        return default, False
+        return None, ""
     except psutil.AccessDenied:
-        return default, True
-
-
-def _create_time(proc: psutil.Process) -> float | None:
-    try:
-        return proc.create_time()
-    except psutil.Error:
-        return None
+        return (), CMDLINE_DENIED
 
 
 def _fold_helpers(infos: list[ProcInfo]) -> list[ProcInfo]:

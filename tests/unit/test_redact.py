@@ -54,13 +54,14 @@ def test_not_secret_names(name):
     (["--base-url=https://bob:hunter2@example.com/v1"],
      [f"--base-url=https://bob:{REDACTED}@example.com/v1"]),
     (["--url", "http://h/x?api_key=abc&n=1"], ["--url", f"http://h/x?api_key={REDACTED}&n=1"]),
-    (["--config", '{"api_key": "a b c", "n": 1}'], ["--config", f'{{"api_key": "{REDACTED}", "n": 1}}']),
+    (["--config", '{"api_key": "a b c", "n": 1}'],
+     ["--config", f'{{"api_key": "{REDACTED}", "n": 1}}']),
     (["ghp_0123456789abcdefghijABCD"], [REDACTED]),
     (["hf_0123456789abcdefghijABCD"], [REDACTED]),
     (["AKIAABCDEFGHIJKLMNOP"], [REDACTED]),
     (["--task-0123456789abcdefghij"], ["--task-0123456789abcdefghij"]),  # "sk-" inside a word
-    (["python", "-m", "verl.trainer.main_ppo", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=16384"],
-     ["python", "-m", "verl.trainer.main_ppo", "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=16384"]),
+    (["actor_rollout_ref.actor.ppo_max_token_len_per_gpu=16384"],
+     ["actor_rollout_ref.actor.ppo_max_token_len_per_gpu=16384"]),
     ([], []),
 ])
 def test_redact_argv(argv, expected):
@@ -140,7 +141,9 @@ def secret_names(draw):
     # exception and are pinned by the tables above
     prefix = draw(st.from_regex(r"[A-Z][A-Z0-9]{0,7}", fullmatch=True)
                   .filter(lambda p: p not in _NOT_SECRET_BEFORE))
-    return f"{prefix}_{draw(st.sampled_from(['API_KEY', 'TOKEN', 'SECRET', 'PASSWORD', 'PASSWD', 'SECRET_ACCESS_KEY', 'AUTH_TOKEN', 'ACCESS_KEY']))}"
+    suffix = draw(st.sampled_from(["API_KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD",
+                                   "SECRET_ACCESS_KEY", "AUTH_TOKEN", "ACCESS_KEY"]))
+    return f"{prefix}_{suffix}"
 
 
 # no ":" or "=" in ordinary values: "token:abc" is a secret assignment and would be hidden
