@@ -85,8 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="lowest severity that makes the exit code 1 (default critical)")
     dg.add_argument("--duration", type=float, default=1.0,
                     help="seconds to sample live sources (default 1; sustained checks need more)")
-    dg.add_argument("--demo", metavar="SCENARIO", help=argparse.SUPPRESS)
-    dg.add_argument("--ranks", type=int, default=4, help=argparse.SUPPRESS)
+    dg.add_argument("--demo", metavar="SCENARIO",
+                    help="diagnose a demo job started for the purpose (try it without a job)")
+    dg.add_argument("--ranks", type=int, default=4, help="demo ranks (with --demo)")
     _add_config_option(dg)
     _add_source_options(dg)
     return p

@@ -7,8 +7,9 @@ at ``cadence.ui`` evaluates (snapshot + diagnosis) and hands one ``View`` to eve
 Replay: the same UI timer advances the player by the wall time that passed and evaluates at
 scenario time, so ages and symptoms are the same on every run.
 
-Tests await ``app.next_evaluation()`` (or watch ``app.evaluated``, an asyncio.Event set after
-every evaluation) instead of sleeping; ``app.latest`` is the last View, ``app.monitor`` the core.
+Tests await ``app.next_evaluation()`` / ``app.wait_for_evaluation(n)`` (``app.evaluations``
+counts them; ``app.evaluated`` is an asyncio.Event set after each) instead of sleeping;
+``app.latest`` is the last View, ``app.monitor`` the core.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import time
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Awaitable, Callable, Iterable, Sequence
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -90,7 +91,7 @@ class RltuiApp(App[int]):
         self._refreshing: set[str] = set()
         self._evaluated_at: float | None = None
         self._last_tick = 0.0
-        self._closed = False
+        self._bundle_closed = False
         player = bundle.player
         self.intervals = player.scenario.intervals() if player else bundle.intervals()
         self.theme = settings.theme if settings.theme in self.themes else "dark"
@@ -117,8 +118,8 @@ class RltuiApp(App[int]):
 
     def close_bundle(self) -> None:
         """Close the bundle (stops the demo job) exactly once, however the app ends."""
-        if not self._closed:
-            self._closed = True
+        if not self._bundle_closed:
+            self._bundle_closed = True
             self.bundle.close()
 
     # -- polling (live, demo) -----------------------------------------------------------------
@@ -227,12 +228,21 @@ class RltuiApp(App[int]):
         if self.latest is not None:
             self._show(self._view(self.latest.snapshot, self.latest.diagnosis))
 
-    async def next_evaluation(self, timeout: float = 5.0) -> View:
-        """Wait for the next evaluation to reach the screen (for tests and scripts)."""
-        self.evaluated.clear()
-        await asyncio.wait_for(self.evaluated.wait(), timeout)
+    async def wait_for_evaluation(self, after: int, timeout: float = 5.0) -> View:
+        """Wait until evaluation number ``after + 1`` (or a later one) is on screen."""
+        async def reached() -> None:
+            while self.evaluations <= after:
+                self.evaluated.clear()
+                await self.evaluated.wait()
+
+        await asyncio.wait_for(reached(), timeout)
         assert self.latest is not None
         return self.latest
+
+    def next_evaluation(self, timeout: float = 5.0) -> Awaitable[View]:
+        """An awaitable for the first evaluation after this call (for tests and scripts):
+        ``waiter = app.next_evaluation(); await pilot.press("n"); view = await waiter``."""
+        return self.wait_for_evaluation(self.evaluations, timeout)
 
     # -- actions --------------------------------------------------------------------------------
     @property

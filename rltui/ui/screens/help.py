@@ -75,13 +75,14 @@ class HelpScreen(Screen):
 
     def __init__(self, bindings: list[Binding], thresholds: Thresholds, palette: Palette) -> None:
         super().__init__(id="help")
-        self._bindings = bindings
+        self._key_bindings = bindings
         self._thresholds = thresholds
         self._palette = palette
 
     def compose(self) -> ComposeResult:
+        self.content = self._content()
         with VerticalScroll(id="help-body"):
-            yield Static(self._content(), id="help-text")
+            yield Static(self.content, id="help-text")
         yield Footer(compact=True)
 
     def action_close(self) -> None:
@@ -93,7 +94,7 @@ class HelpScreen(Screen):
                      title_style="bold")
         keys.add_column("key", style="bold", no_wrap=True)
         keys.add_column("does")
-        for key, does in key_rows(self._bindings, self.app.get_key_display):
+        for key, does in key_rows(self._key_bindings, self.app.get_key_display):
             keys.add_row(key, does)
         for key, does in EXTRA_KEYS:
             keys.add_row(key, does)

@@ -60,8 +60,8 @@ class MainScreen(Screen):
         small = width < MIN_SIZE[0] or height < MIN_SIZE[1]
         self.set_class(small, "-too-small")
         if small:
-            self.too_small.update(f"terminal too small: {width}x{height}\n"
-                                  f"need at least {MIN_SIZE[0]}x{MIN_SIZE[1]}")
+            self.too_small.update(f"terminal too small: {width}x{height}, need at least "
+                                  f"{MIN_SIZE[0]}x{MIN_SIZE[1]}")
 
     def action_unzoom(self) -> None:
         if self.maximized is not None:

@@ -7,7 +7,7 @@ this tick's cells with the previous tick's cheaply and touch only the cells that
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from rltui.model import NodeSnapshot
 
@@ -54,6 +54,22 @@ def spark(values: Iterable[float | None], high: float = 100.0) -> str:
     return "".join(out)
 
 
+class HistoryCursor:
+    """Walks the monitor's history incrementally: each call yields only the snapshots newer
+    than those already seen, so a pane can follow every evaluation (including the ones a
+    replay jump made without drawing) without copying the history each tick."""
+
+    def __init__(self) -> None:
+        self.last_seen: float | None = None
+
+    def new(self, history: Iterable[NodeSnapshot]) -> Iterator[NodeSnapshot]:
+        for snap in history:
+            if self.last_seen is not None and snap.timestamp <= self.last_seen:
+                continue
+            self.last_seen = snap.timestamp
+            yield snap
+
+
 class SparkSeries:
     """Recent values per key in time buckets, fed incrementally from the monitor's history.
 
@@ -68,13 +84,10 @@ class SparkSeries:
         self.bucket_s = max(bucket_s, 0.001)
         self._extract = extract
         self._series: dict[object, deque[tuple[int, float | None]]] = {}
-        self._last_seen: float | None = None
+        self._cursor = HistoryCursor()
 
     def feed(self, history: Iterable[NodeSnapshot]) -> None:
-        last = self._last_seen
-        for snap in history:
-            if last is not None and snap.timestamp <= last:
-                continue
+        for snap in self._cursor.new(history):
             bucket = int(snap.timestamp // self.bucket_s)
             for key, value in self._extract(snap):
                 series = self._series.get(key)
@@ -84,7 +97,6 @@ class SparkSeries:
                     series[-1] = (bucket, value)
                 else:
                     series.append((bucket, value))
-            self._last_seen = snap.timestamp
 
     def line(self, key: object, now: float, high: float = 100.0) -> str:
         """The last ``width`` buckets up to ``now``, oldest left; missing buckets are blank."""

@@ -49,8 +49,7 @@ class GpuPane(TablePane):
             bucket = view.intervals.get("gpus", 1.0) or 1.0
             self._sparks = SparkSeries(SPARK_WIDTH, bucket, _gpu_values)
         self._sparks.feed(view.history)
-        wants_sparks = "util_spark" in self._shown or "mem_spark" in self._shown
-        return [(f"gpu{g.index}", self._gpu_cells(g, view, wants_sparks)) for g in snap.gpus]
+        return [(f"gpu{g.index}", g) for g in snap.gpus]
 
     def _title(self, view: View) -> None:
         snap = view.snapshot
@@ -83,7 +82,9 @@ class GpuPane(TablePane):
         else:
             self.say()
 
-    def _gpu_cells(self, g: GpuSample, view: View, sparks: bool) -> dict[str, Cell]:
+    def cells(self, item: object) -> dict[str, Cell]:
+        assert isinstance(item, GpuSample)
+        g, view = item, self.view
         th, pal, dim = view.thresholds, view.palette, view.palette.dim
         if g.error:
             return {"index": Cell(str(g.index), pal.bad), "name": Cell(g.error, pal.bad)}
@@ -107,7 +108,8 @@ class GpuPane(TablePane):
             "ecc": (na(dim) if g.ecc_errors is None else
                     Cell(str(g.ecc_errors), pal.bad if g.ecc_errors else "")),
         }
-        if sparks and self._sparks is not None:
+        if self._sparks is not None and ("util_spark" in self._shown
+                                         or "mem_spark" in self._shown):
             now = view.snapshot.timestamp
             cells["util_spark"] = Cell(self._sparks.line(("util", g.index), now), pal.spark)
             cells["mem_spark"] = Cell(self._sparks.line(("mem", g.index), now), pal.spark)

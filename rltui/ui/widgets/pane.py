@@ -3,8 +3,9 @@
 Columns have a priority; a pane shows as many as fit its own width, so the same pane is compact
 at 80 columns, complete at 200, and complete again when zoomed. Rows are keyed: each update
 compares the new cells with the previous ones and calls ``update_cell`` only where the text or
-style changed; the table is rebuilt only when its rows or columns change. That keeps one update
-of 512 ranks within a frame.
+style changed, and only for the rows in view (the others catch up when scrolled to); the table
+is rebuilt only when its rows or columns change. That keeps one update of 512 ranks within a
+frame.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class Column:
     right: bool = False  # right-justify (numbers)
 
 
-Row = tuple[str, dict[str, Cell]]  # row key, cells by column key
+Row = tuple[str, object]  # row key, the item the row shows (a GpuSample, a ProcInfo ...)
 
 CELL_PADDING = 2  # DataTable's default cell_padding on both sides
 CHROME = 4  # borders, scrollbar and slack around the table
@@ -51,7 +52,8 @@ def fit_columns(columns: Sequence[Column], width: int) -> tuple[str, ...]:
 
 
 class TablePane(Vertical):
-    """Subclasses set ``COLUMNS`` and implement ``rows(view)`` (and may set the message)."""
+    """Subclasses set ``COLUMNS`` and implement ``rows(view)`` (which rows, cheap) and
+    ``cells(item)`` (what one row shows, computed only for rows in view)."""
 
     ALLOW_MAXIMIZE = True
     COLUMNS: tuple[Column, ...] = ()
@@ -62,8 +64,10 @@ class TablePane(Vertical):
         self.message.display = False
         self.table: DataTable = DataTable(cursor_type="row", zebra_stripes=True)
         self._shown: tuple[str, ...] = ()
+        self._justify = {c.key: "right" if c.right else "left" for c in self.COLUMNS}
         self._row_keys: list[str] = []
-        self._cache: dict[str, tuple[Cell, ...]] = {}
+        self._items: dict[str, object] = {}  # what each row should show
+        self._pushed: dict[str, tuple[Cell, ...]] = {}  # what the table holds
         self._view: View | None = None
         self._said: tuple[str, str] = ("", "")
 
@@ -71,16 +75,30 @@ class TablePane(Vertical):
         yield self.message
         yield self.table
 
+    def on_mount(self) -> None:
+        self.watch(self.table, "scroll_y", self._flush_visible, init=False)
+
     # -- to be implemented by panes -------------------------------------------------------
     def rows(self, view: View) -> list[Row]:
+        """The rows, in order, for this view (``self.view``); also the place to set the title
+        and the message."""
         raise NotImplementedError
+
+    def cells(self, item: object) -> dict[str, Cell]:
+        """The cells of one row, for ``self.view``; columns left out are blank."""
+        raise NotImplementedError
+
+    @property
+    def view(self) -> View:
+        assert self._view is not None
+        return self._view
 
     # -- the update path --------------------------------------------------------------------
     def show(self, view: View) -> None:
         palette_changed = self._view is None or self._view.palette is not view.palette
         self._view = view
         if palette_changed:
-            self._cache.clear()  # every cell must be restyled
+            self._pushed.clear()  # every cell must be restyled
         self._sync(self.rows(view))
 
     def say(self, text: str = "", style: str = "") -> None:
@@ -88,7 +106,9 @@ class TablePane(Vertical):
         if (text, style) == self._said:
             return
         self._said = (text, style)
-        self.message.display = bool(text)
+        if self.message.display != bool(text):
+            self.message.display = bool(text)
+            self.call_after_refresh(self._flush_visible)  # the table's height changes
         self.message.update(Text(text, style=style))
 
     def on_resize(self, event: Resize) -> None:
@@ -96,6 +116,9 @@ class TablePane(Vertical):
         if shown != self._shown:
             self._shown = shown
             self._rebuild_columns()
+        # More rows may be in view now (zoom, a taller terminal): bring them up to date once
+        # the table has its new size.
+        self.call_after_refresh(self._flush_visible)
 
     def _rebuild_columns(self) -> None:
         table = self.table
@@ -104,36 +127,52 @@ class TablePane(Vertical):
         by_key = {c.key: c for c in self.COLUMNS}
         for key in self._shown:
             col = by_key[key]
-            label = Text(col.label, justify="right" if col.right else "left")
-            table.add_column(label, width=col.width, key=key)
+            table.add_column(Text(col.label, justify=self._justify[key]), width=col.width,
+                             key=key)
         self._row_keys = []
-        self._cache.clear()
         if self._view is not None:
             self._sync(self.rows(self._view))
             if cursor < table.row_count:
                 table.move_cursor(row=cursor, animate=False)
 
     def _render_cell(self, key: str, cell: Cell) -> Text:
-        col = next(c for c in self.COLUMNS if c.key == key)
-        return Text(cell.text, style=cell.style, justify="right" if col.right else "left",
+        return Text(cell.text, style=cell.style, justify=self._justify[key],  # type: ignore[arg-type]
                     no_wrap=True, overflow="ellipsis")
+
+    def _cells_of(self, item: object) -> tuple[Cell, ...]:
+        cells = self.cells(item)
+        empty = Cell("")
+        return tuple(cells.get(c, empty) for c in self._shown)
 
     def _sync(self, rows: list[Row]) -> None:
         if not self._shown:
             return  # not sized yet: the first resize builds the columns and syncs
-        table = self.table
-        shown = self._shown
         keys = [key for key, _ in rows]
         if keys != self._row_keys:
             self._rebuild_rows(rows)
             return
-        empty = Cell("")
-        for key, cells in rows:
-            new = tuple(cells.get(c, empty) for c in shown)
-            old = self._cache.get(key)
+        self._items = dict(rows)
+        self._flush_visible()
+
+    def _flush_visible(self) -> None:
+        """Compute the rows in view (and a few around) and push their changed cells.
+
+        With 512 ranks most rows are off screen: formatting them and calling ``update_cell``
+        (a refresh each) would cost more than the whole budget of an update, so they wait
+        until a scroll or resize brings them into view.
+        """
+        if self._view is None:
+            return
+        table, shown = self.table, self._shown
+        margin = 2
+        first = max(0, int(table.scroll_y) - margin)
+        last = int(table.scroll_y) + table.size.height + margin
+        for key in self._row_keys[first:last]:
+            new = self._cells_of(self._items[key])
+            old = self._pushed.get(key)
             if new == old:
                 continue
-            self._cache[key] = new
+            self._pushed[key] = new
             for i, col in enumerate(shown):
                 if old is None or old[i] != new[i]:
                     table.update_cell(key, col, self._render_cell(col, new[i]))
@@ -144,12 +183,12 @@ class TablePane(Vertical):
         if table.row_count and table.cursor_row < len(self._row_keys):
             keep = self._row_keys[table.cursor_row]
         table.clear()
-        self._cache.clear()
-        empty = Cell("")
-        for key, cells in rows:
-            new = tuple(cells.get(c, empty) for c in self._shown)
-            self._cache[key] = new
-            table.add_row(*(self._render_cell(c, v) for c, v in zip(self._shown, new)), key=key)
-        self._row_keys = [key for key, _ in rows]
-        if keep is not None and keep in self._row_keys:
-            table.move_cursor(row=self._row_keys.index(keep), animate=False)
+        self._pushed.clear()
+        self._items = dict(rows)
+        blank = [""] * len(self._shown)
+        for key, _ in rows:
+            table.add_row(*blank, key=key)  # filled by the flush, in view first
+        self._row_keys = keys = [key for key, _ in rows]
+        if keep is not None and keep in keys:
+            table.move_cursor(row=keys.index(keep), animate=False)
+        self._flush_visible()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from rltui.model import DepartedRank, ProcInfo
 from rltui.ui.messages import View
-from rltui.ui.widgets.cells import NOT_YET, Cell, na, percent
+from rltui.ui.widgets.cells import NOT_YET, Cell, HistoryCursor, na, percent
 from rltui.ui.widgets.pane import Column, Row, TablePane
 
 PARTIAL_MARK = "*"
@@ -35,8 +35,12 @@ class RankPane(TablePane):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.border_title = "Ranks"
-        # The last thing seen of every pid, so a departed row can still show GPU and role.
+        # The last thing seen of every pid, so a departed row can still show GPU and role. Fed
+        # from every snapshot in the history (not only the drawn ones), so a replay that jumps
+        # to its end knows as much as one played second by second.
         self._last_known: dict[int, ProcInfo] = {}
+        self._cursor = HistoryCursor()
+        self._utils: dict[int, float | None] = {}  # GPU util by index, for this view
 
     # -- hooks for later features -------------------------------------------------------------
     def last_step(self, proc: ProcInfo, view: View) -> str:
@@ -52,19 +56,17 @@ class RankPane(TablePane):
     # -- rows -----------------------------------------------------------------------------------
     def rows(self, view: View) -> list[Row]:
         snap = view.snapshot
-        utils = {g.index: g.util for g in snap.gpus}
+        self._utils = {g.index: g.util for g in snap.gpus}
         live = snap.live_procs
-        for p in live:
-            self._last_known[p.pid] = p
+        for seen in self._cursor.new(view.history):
+            for p in seen.live_procs:
+                self._last_known[p.pid] = p
         departed = sorted(snap.departed, key=_order)
         # Departed rows sit among the live ones by rank: the gap in the ranks is the news.
         ordered = sorted([(_order(p), f"p{p.pid}", p) for p in live]
                          + [(_order(d), _departed_key(d), d) for d in departed],
                          key=lambda t: t[0])
-        rows: list[Row] = [
-            (key, self._live(item, utils, view) if isinstance(item, ProcInfo)
-             else self._departed(item, view))
-            for _, key, item in ordered]
+        rows: list[Row] = [(key, item) for _, key, item in ordered]
         keep = {p.pid for p in live} | {d.pid for d in departed}
         self._last_known = {pid: p for pid, p in self._last_known.items() if pid in keep}
         self._titles(view, live, departed)
@@ -92,6 +94,12 @@ class RankPane(TablePane):
                      pal.warn)
         else:
             self.say()
+
+    def cells(self, item: object) -> dict[str, Cell]:
+        if isinstance(item, DepartedRank):
+            return self._departed(item, self.view)
+        assert isinstance(item, ProcInfo)
+        return self._live(item, self._utils, self.view)
 
     def _live(self, p: ProcInfo, utils: dict[int, float | None], view: View) -> dict[str, Cell]:
         th, pal, dim = view.thresholds, view.palette, view.palette.dim
