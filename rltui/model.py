@@ -201,3 +201,118 @@ class Diagnosis:
     verdict: str  # healthy | warning | critical
     symptoms: tuple[Symptom, ...] = ()  # most severe first
     notes: tuple[str, ...] = field(default=())  # what could not be checked, and why
+
+
+# -- logs ------------------------------------------------------------------------------------------
+# A log source reads files incrementally; the pure parsers turn each new line into LogLine,
+# StepRecord and LogEvent values; the snapshot fold keeps a bounded LogFileState per file.
+
+LOG_FORMATS = ("verl", "areal", "openrlhf", "torchtitan", "hf", "custom", "unknown")
+
+# Normalised names of the step metrics that matter in triage (parsers map framework keys here).
+TRIAGE_METRICS = ("loss", "reward", "entropy", "grad_norm", "step_time", "throughput",
+                  "response_length", "rollout_probs_diff")
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """One line as shown in the log pane: noise stripped (ANSI, tqdm redraws, prefixes)."""
+
+    line_no: int  # 1-based line number in the file (since the last rotation/truncation)
+    text: str
+    level: str = ""  # "error" | "warning" | "" ; from the line's own level word or content
+    rank: int | None = None  # from a torchrun ``[rankN]:`` prefix on this line
+    cut: bool = False  # the line was longer than the limit and was cut
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One training step as a log line reported it."""
+
+    step: int
+    line_no: int
+    arrival: float  # when rltui read the line
+    time: float | None = None  # the line's own timestamp, when it has one
+    total: int | None = None  # total steps, when the line says (AReaL "Step 3/100")
+    metrics: tuple[tuple[str, float], ...] = ()  # (name in TRIAGE_METRICS, value)
+
+    @property
+    def when(self) -> float:
+        return self.time if self.time is not None else self.arrival
+
+    def metric(self, name: str) -> float | None:
+        for key, value in self.metrics:
+            if key == name:
+                return value
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class LogEvent:
+    """Something in a log that means something: a traceback, an OOM, a timeout, a banner.
+
+    ``kind`` is one of: traceback, cuda-oom, engine-oom (vLLM/SGLang memory errors at start),
+    nccl-timeout, child-failed (torchrun ChildFailedError), completion (a framework's end
+    banner). ``fields`` holds the parsed numbers (bytes, ranks, seq numbers...) by name.
+    """
+
+    kind: str
+    line_no: int
+    end_line: int
+    arrival: float
+    summary: str  # one line for people
+    text: str = ""  # the whole event (bounded)
+    time: float | None = None
+    fields: tuple[tuple[str, str | int | float | None], ...] = ()
+
+    def field(self, name: str) -> str | int | float | None:
+        for key, value in self.fields:
+            if key == name:
+                return value
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class LogUpdate:
+    """One file's news in one poll of the log source."""
+
+    path: str
+    status: str  # a Reading status: ok, unavailable (missing), denied, error
+    rank: int | None = None
+    format: str = "unknown"  # one of LOG_FORMATS
+    size: int | None = None
+    lines: tuple[LogLine, ...] = ()
+    steps: tuple[StepRecord, ...] = ()
+    events: tuple[LogEvent, ...] = ()
+    message: str = ""
+    reset: bool = False  # rotated or truncated: line numbers start over
+    pid: int | None = None  # the job process writing it, when found from its stdout/stderr
+
+
+@dataclass(frozen=True, slots=True)
+class LogPoll:
+    """Payload of a "logs" reading."""
+
+    files: tuple[LogUpdate, ...] = ()
+    unmatched: tuple[str, ...] = ()  # --log globs that match nothing (yet)
+
+
+@dataclass(frozen=True, slots=True)
+class LogFileState:
+    """What the snapshot knows about one log file."""
+
+    path: str
+    status: str = OK
+    message: str = ""
+    rank: int | None = None
+    pid: int | None = None
+    format: str = "unknown"
+    lines_seen: int = 0
+    steps_seen: int = 0
+    last_step: int | None = None
+    last_step_time: float | None = None  # line time when present, else arrival
+    last_step_arrival: float | None = None
+    total_steps: int | None = None
+    recent_steps: tuple[StepRecord, ...] = ()  # bounded, oldest first
+    events: tuple[LogEvent, ...] = ()  # bounded, oldest first
+    last_line_arrival: float | None = None
