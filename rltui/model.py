@@ -287,6 +287,12 @@ class LogUpdate:
     message: str = ""
     reset: bool = False  # rotated or truncated: line numbers start over
     pid: int | None = None  # the job process writing it, when found from its stdout/stderr
+    # A multi-GB file is opened from its end: until the lines before the read window are
+    # counted, line numbers count from the window's first line (line_base_known False). When
+    # the count is done, one update carries line_shift, to be added to every line number
+    # already handed out for this file.
+    line_base_known: bool = True
+    line_shift: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,3 +322,4 @@ class LogFileState:
     recent_steps: tuple[StepRecord, ...] = ()  # bounded, oldest first
     events: tuple[LogEvent, ...] = ()  # bounded, oldest first
     last_line_arrival: float | None = None
+    line_base_known: bool = True

@@ -185,8 +185,9 @@ class RltuiApp(App[int]):
             self._evaluate(self.clock())
 
     def _play(self, readings: Sequence[Reading]) -> None:
-        """Fold replayed readings, evaluating at each reading time as the headless replay does,
-        then show the state at the player's position."""
+        """Fold replayed readings with a snapshot at each reading time, as the headless replay
+        does (the rules read earlier snapshots through the history), then diagnose and show the
+        state at the player's position."""
         player = self.bundle.player
         assert player is not None
         i = 0
@@ -197,7 +198,7 @@ class RltuiApp(App[int]):
                 self.ingested += 1
                 i += 1
             if stamp < player.now:
-                self.monitor.evaluate(stamp)
+                self.monitor.observe(stamp)
         self._evaluate(player.now)
 
     def _evaluate(self, now: float) -> None:

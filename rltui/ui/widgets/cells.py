@@ -1,7 +1,7 @@
 """Cell formatting shared by the table panes: numbers, sizes, ages and sparklines.
 
-Each formatter returns a ``Cell`` (text, style) rather than a Rich object, so a pane can compare
-this tick's cells with the previous tick's cheaply and touch only the cells that changed.
+Each formatter returns a ``Cell`` (text and a style string) rather than a Rich object: it is
+cheap to build and compare, and the table draws it as one styled segment.
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ class GpuPane(TablePane):
             self.say("Waiting for the first GPU reading.", pal.dim)
             return
         if state.status != OK:
-            # One line: what is wrong, then what to do about it.
+            # One message instead of a table of N/A: what is wrong, then what to do about it.
             text = state.message or f"GPU source {state.status}"
             if state.remedy:
                 text += f". {state.remedy}" if not text.endswith(".") else f" {state.remedy}"

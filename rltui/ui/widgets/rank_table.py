@@ -10,6 +10,8 @@ they show ``-``.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from rltui.model import DepartedRank, ProcInfo
 from rltui.ui.messages import View
 from rltui.ui.widgets.cells import NOT_YET, Cell, HistoryCursor, na, percent
@@ -72,7 +74,8 @@ class RankPane(TablePane):
         self._titles(view, live, departed)
         return rows
 
-    def _titles(self, view: View, live: list[ProcInfo], departed: list[DepartedRank]) -> None:
+    def _titles(self, view: View, live: Sequence[ProcInfo],
+                departed: Sequence[DepartedRank]) -> None:
         title = f"Ranks ({len(live)} running"
         if departed:
             title += f", {len(departed)} departed"
