@@ -8,6 +8,7 @@ command imports what it needs. Exit codes: 0 fine, 1 ``diagnose`` found somethin
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -142,7 +143,12 @@ def _run_app(bundle, settings, config_path) -> int:
         build_app(bundle, settings, config_path).run()
     finally:
         bundle.close()
-    return EXIT_OK
+    # A poll stuck in the outside world (NVML hung in the driver, a py-spy that never returns)
+    # sits in a worker thread that the interpreter would join at exit; the app is done and the
+    # bundle closed, so leave without waiting for it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_OK)
 
 
 def cmd_watch(args: argparse.Namespace) -> int:

@@ -143,6 +143,7 @@ class DepartedRank:
     last_seen: float
     gone_since: float  # first snapshot time at which it was missing
     reason: str = "exited"  # "exited" | "zombie" | "missing from WORLD_SIZE"
+    info: ProcInfo | None = None  # the process as last seen alive (GPU, role, log paths)
 
 
 @dataclass(frozen=True, slots=True)

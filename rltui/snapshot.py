@@ -93,6 +93,7 @@ class Tracker:
                 last_seen=seen.last_seen,
                 gone_since=seen.gone_since,
                 reason="zombie" if seen.info.is_zombie else "exited",
+                info=seen.info,
             ))
         departed.extend(_missing_from_world(self._procs, now, {d.rank for d in departed}))
         return NodeSnapshot(

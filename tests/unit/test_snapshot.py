@@ -49,7 +49,7 @@ def test_a_rank_that_disappears_becomes_departed_with_gone_since():
     )
     snap = t.snapshot(20.0)
     assert snap.departed == (model.DepartedRank(pid=101, rank=1, last_seen=11.0, gone_since=12.0,
-                                                reason="exited"),)
+                                                reason="exited", info=proc(101, 1)),)
     assert [p.pid for p in snap.procs] == [100]
 
 

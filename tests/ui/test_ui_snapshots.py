@@ -1,0 +1,52 @@
+"""Snapshot tests at 80x24 and 200x60. Each replays a recorded scenario to its end (``e``), so
+the screen holds scenario time only, never the wall clock, and is the same on every run.
+
+Update with ``pytest tests/ui --snapshot-update`` and look at every changed SVG before keeping
+it (snapshot_report.html shows the differences)."""
+
+from __future__ import annotations
+
+import pytest
+
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((200, 60), id="200x60")]
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_rank_exited(snap_compare, replay_app, size):
+    """Rank 3 exited 70 s ago while ranks 0-2 wait idle and 4-7 spin. Must be visible: header
+    "CRITICAL (2)" with "replay 90.0/90.0s x1 end" and "gpus ok 0.0s", "procs ok 0.5s"; GPU
+    rows with 0% (idle colour) for GPUs 0-3 and 100% (ok colour) for 4-7; the rank table with
+    rank 3 dimmed as "exited" between ranks 2 and 4; the symptoms "CRIT rank 3 exited while 7
+    other process(es) remain" then "WARN 3 of the job's GPUs idle while 4 busy"; the footer
+    keys. At 200x60 also the sparklines, throttle/ECC columns, full symptom detail with next
+    steps, and the log pane placeholder."""
+    assert snap_compare(replay_app("rank_exited"), press=["e"], terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_nvml_unavailable(snap_compare, replay_app, size):
+    """No NVIDIA driver. Must be visible: the GPU pane replaced by one message "No NVIDIA driver
+    or NVML library found: GPU data unavailable" with the remedy "Install the NVIDIA driver...";
+    header "gpus unavailable" in the bad colour and "procs ok"; the four ranks with "-" GPU%;
+    symptoms "No symptoms" and, under "Not checked", the gpus note."""
+    assert snap_compare(replay_app("nvml_unavailable"), press=["e"], terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_help_screen(snap_compare, replay_app, size):
+    """The help screen over the rank-exited replay. Must be visible: "rltui help", the keys table
+    (q Quit, p / space Pause, r Refresh, z Zoom, t Theme, ? / f1 Help, the replay keys) and, at
+    200x60, the thresholds table with the default values (gpu_idle_pct 5%, gpu_busy_pct 50%,
+    ...) and their colours."""
+    assert snap_compare(replay_app("rank_exited"), press=["e", "question_mark"],
+                        terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_colorblind_theme(snap_compare, replay_app, size):
+    """The rank-exited replay in the colour-blind theme. Must be visible: the same content as
+    test_rank_exited, painted in Okabe-Ito colours: busy GPUs sky blue (not green), the CRIT
+    symptom and CRITICAL verdict vermillion (not red), warnings orange, idle GPUs reddish
+    purple."""
+    assert snap_compare(replay_app("rank_exited", theme="colorblind"), press=["e"],
+                        terminal_size=size)
