@@ -27,8 +27,8 @@ class ConfigError(ValueError):
 @dataclass(frozen=True, slots=True)
 class Cadence:
     gpus: float = 1.0  # seconds between NVML polls
-    procs: float = 0.5  # seconds between process scans
-    ui: float = 0.5  # seconds between snapshot/diagnosis updates of the screen
+    procs: float = 1.0  # seconds between process scans
+    ui: float = 1.0  # seconds between snapshot/diagnosis updates of the screen
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,10 @@
 """The monitor's own CPU while it watches a job (target: at most 3 % of one core).
 
-Starts `rltui demo --ranks N` in a real terminal (tmux, 200x60), waits for it to settle, then
-reads the CPU time of the rltui process alone (not its demo ranks, which are separate processes)
-over the measuring window.
+Starts a demo job of N ranks in its own process (its process-group store is not the monitor's
+cost), then the monitor in a real terminal (tmux, 200x60) watching it with default discovery and
+eight fake NVML GPUs (this machine has none; see watch_with_fake_gpus.py). After a settling
+period it reads the CPU time of the monitor process alone over the measuring window.
+With --demo-app it measures `rltui demo` instead, whose process also hosts the demo's store.
 
     python tests/benchmarks/monitor_cpu.py [--seconds 60] [--ranks 8] [--scenario healthy]
 
@@ -32,7 +34,8 @@ def find_monitor(session: str, deadline: float) -> psutil.Process:
                 cmd = proc.cmdline()
             except psutil.Error:
                 continue
-            if any(part.endswith("rltui") for part in cmd[:2]) or cmd[1:3] == ["-m", "rltui"]:
+            if (any(part.endswith("rltui") for part in cmd[:2]) or cmd[1:3] == ["-m", "rltui"]
+                    or any(part.endswith("watch_with_fake_gpus.py") for part in cmd[:2])):
                 return proc
         time.sleep(0.2)
     raise SystemExit("rltui did not start")
@@ -44,13 +47,25 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--scenario", default="healthy")
     ap.add_argument("--settle", type=float, default=5.0)
+    ap.add_argument("--demo-app", action="store_true")
     args = ap.parse_args()
     if not shutil.which("tmux"):
         raise SystemExit("needs tmux")
     session = f"rltui-bench-{os.getpid()}"
     config = os.path.join(tempfile.mkdtemp(), "config.yaml")
-    cmd = (f"RLTUI_CONFIG={config} {sys.executable} -m rltui demo --ranks {args.ranks} "
-           f"--scenario {args.scenario}")
+    job = None
+    if args.demo_app:
+        cmd = (f"RLTUI_CONFIG={config} {sys.executable} -m rltui demo --ranks {args.ranks} "
+               f"--scenario {args.scenario}")
+    else:
+        job = subprocess.Popen([sys.executable, "-m", "rltui.demo.job", "--ranks",
+                                str(args.ranks), "--scenario", args.scenario],
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        json.loads(job.stdout.readline())  # the job prints its pids once the ranks run
+        here = os.path.dirname(os.path.abspath(__file__))
+        cmd = (f"RLTUI_CONFIG={config} {sys.executable} -m rltui.__main__ --version >/dev/null;"
+               f" RLTUI_CONFIG={config} exec {sys.executable} "
+               f"{os.path.join(here, 'watch_with_fake_gpus.py')}")
     subprocess.check_call(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "60",
                            cmd])
     try:
@@ -65,9 +80,13 @@ def main() -> None:
         subprocess.call(["tmux", "send-keys", "-t", session, "q"])
         time.sleep(2)
         subprocess.call(["tmux", "kill-session", "-t", session], stderr=subprocess.DEVNULL)
+        if job is not None:
+            job.terminate()
+            job.wait(10)
     print(json.dumps({"cpu_percent_of_one_core": round(100 * (t1 - t0) / (w1 - w0), 2),
                       "seconds": round(w1 - w0, 1), "ranks": args.ranks,
-                      "scenario": args.scenario}))
+                      "scenario": args.scenario,
+                      "monitor": "rltui demo" if args.demo_app else "live, 8 fake NVML GPUs"}))
 
 
 if __name__ == "__main__":

@@ -90,6 +90,7 @@ class FastTable(ScrollView, can_focus=True):
         self._index: dict[str, int] = {}
         self._cache: dict[str, Sequence[Cell]] = {}
         self._base: Style | None = None
+        self._layout_changed = True
 
     # -- what the owner calls -----------------------------------------------------------------
     @property
@@ -114,6 +115,7 @@ class FastTable(ScrollView, can_focus=True):
     def set_columns(self, columns: Sequence[tuple[str, str, int, bool]]) -> None:
         self._columns = tuple(columns)
         self._resize_virtual()
+        self._layout_changed = True
         self.invalidate()
 
     def set_rows(self, keys: Sequence[str]) -> None:
@@ -123,6 +125,7 @@ class FastTable(ScrollView, can_focus=True):
         current = self._keys[self.cursor_row] if self.cursor_row < len(self._keys) else None
         self._keys = list(keys)
         self._index = {k: i for i, k in enumerate(self._keys)}
+        self._layout_changed = True
         self._resize_virtual()
         if current in self._index:
             self.cursor_row = self._index[current]
@@ -130,9 +133,23 @@ class FastTable(ScrollView, can_focus=True):
             self.cursor_row = min(self.cursor_row, max(0, len(self._keys) - 1))
 
     def invalidate(self) -> None:
-        """The cells changed: forget them and redraw (only rows on screen are recomputed)."""
-        self._cache.clear()
-        self.refresh()
+        """The cells may have changed: forget them, and redraw when a row on screen differs.
+
+        Repainting is what costs (the monitor must stay near idle on a quiet node), so the rows
+        on screen are recomputed and compared first; an update that changes nothing visible
+        repaints nothing.
+        """
+        old, self._cache = self._cache, {}
+        if self._layout_changed or not self.is_mounted:
+            self._layout_changed = False
+            self.refresh()
+            return
+        top = int(self.scroll_y)
+        for index in range(top, min(len(self._keys), top + max(0, self.size.height - 1))):
+            key = self._keys[index]
+            if old.get(key) != self._row(key):
+                self.refresh()
+                return
 
     # -- drawing ---------------------------------------------------------------------------------
     def _resize_virtual(self) -> None:
