@@ -171,6 +171,8 @@ class NodeSnapshot:
     procs: tuple[ProcInfo, ...] = ()
     departed: tuple[DepartedRank, ...] = ()
     sources: tuple[SourceState, ...] = ()
+    logs: tuple["LogFileState", ...] = ()
+    unmatched_logs: tuple[str, ...] = ()  # --log globs that match nothing yet
 
     def source(self, name: str) -> SourceState | None:
         for state in self.sources:

@@ -20,6 +20,7 @@ from rltui import model
 PAYLOAD_TYPES: dict[str, type] = {
     "gpus": model.GpuPoll,
     "procs": model.ProcPoll,
+    "logs": model.LogPoll,
 }
 
 

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 from rltui import model
-from rltui.model import DepartedRank, GpuPoll, NodeSnapshot, ProcInfo, ProcPoll, Reading, SourceState
+from rltui.logbook import LogBook
+from rltui.model import (DepartedRank, GpuPoll, LogPoll, NodeSnapshot, ProcInfo, ProcPoll,
+                         Reading, SourceState)
 
 DEFAULT_HISTORY = 600
 
@@ -36,6 +38,7 @@ class Tracker:
     _procs: tuple[ProcInfo, ...] = ()
     _seen: dict[int, _Seen] = field(default_factory=dict)
     _extra: dict[str, Reading] = field(default_factory=dict)
+    logbook: LogBook = field(default_factory=LogBook)
 
     def apply(self, reading: Reading) -> None:
         prev = self._sources.get(reading.source)
@@ -54,8 +57,11 @@ class Tracker:
         elif reading.source == "procs":
             if isinstance(reading.payload, ProcPoll):
                 self._apply_procs(reading.payload.procs, reading.timestamp)
+        elif reading.source == "logs":
+            if isinstance(reading.payload, LogPoll):
+                self.logbook.apply(reading.payload)
         else:
-            # Sources added by later issues (logs, stacks) are kept for their own folds.
+            # Sources added by later issues (stacks) are kept for their own folds.
             self._extra[reading.source] = reading
 
     def _apply_procs(self, procs: tuple[ProcInfo, ...], now: float) -> None:
@@ -106,6 +112,8 @@ class Tracker:
             procs=self._procs,
             departed=tuple(departed),
             sources=tuple(self._sources[k] for k in sorted(self._sources)),
+            logs=self.logbook.states(),
+            unmatched_logs=self.logbook.unmatched,
         )
 
 

@@ -209,12 +209,12 @@ def test_source_state_ages(statuses, last_reading, last_ok):
 
 
 def test_sources_are_sorted_by_name_and_unknown_sources_are_kept_as_extra():
-    logs = Reading("logs", 1.0, model.OK, {"x": 1})
-    t = fold(procs_reading(1.0), logs, gpus_reading(1.0))
+    stacks = Reading("stacks", 1.0, model.OK, {"x": 1})
+    t = fold(procs_reading(1.0), stacks, gpus_reading(1.0))
     snap = t.snapshot(2.0)
-    assert [s.name for s in snap.sources] == ["gpus", "logs", "procs"]
-    assert t.extra("logs") is logs
-    assert t.extra("stacks") is None
+    assert [s.name for s in snap.sources] == ["gpus", "procs", "stacks"]
+    assert t.extra("stacks") is stacks
+    assert t.extra("other") is None
     assert snap.source("nope") is None
 
 
