@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from rltui.diagnosis import gpu, ranks
+from rltui.diagnosis import gpu, logs, ranks
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import Diagnosis, NodeSnapshot, Symptom, severity_rank
 
 Rule = Callable[[NodeSnapshot, Sequence[NodeSnapshot], Thresholds], list[Symptom]]
 
-RULES: list[Rule] = [gpu.idle_vs_busy, ranks.rank_exited]
+RULES: list[Rule] = [gpu.idle_vs_busy, ranks.rank_exited, logs.steps_stalled,
+                     logs.zero_step_completion, logs.nccl_timeout, logs.cuda_oom]
 
 
 def verdict_of(symptoms: Sequence[Symptom]) -> str:
@@ -43,8 +44,10 @@ def _notes(snap: NodeSnapshot) -> list[str]:
     for state in snap.sources:
         if state.status != "ok":
             notes.append(f"{state.name}: {state.status}: {state.message}".rstrip(": "))
-    if not snap.procs and not snap.departed:
+    if not snap.procs and not snap.departed and snap.source("procs") is not None:
         notes.append("No training processes found; rank checks had nothing to look at.")
+    for glob in snap.unmatched_logs:
+        notes.append(f"--log {glob}: matches no file (yet)")
     if snap.foreign_gpu_pids:
         notes.append(f"{len(snap.foreign_gpu_pids)} GPU process(es) are not visible here: the "
                      "job runs in another PID namespace (a container without the host PID "

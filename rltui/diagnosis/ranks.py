@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from rltui.diagnosis import playbook
+from rltui.diagnosis.logs import _events, last_error, ref
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import NodeSnapshot, Symptom
 from rltui.rankset import compact
@@ -14,7 +15,9 @@ def rank_exited(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
                 th: Thresholds) -> list[Symptom]:
     alive = snap.live_procs
     if not alive:
-        return []  # the whole job is gone: an ended job, not a rank that left the others waiting
+        # The whole job is gone (an ended job), or no process was looked at (logs read
+        # offline): only torchrun's own report of a failed child says a rank died.
+        return _from_child_failed(snap)
     gone = [d for d in snap.departed
             if d.reason == "missing from WORLD_SIZE"
             or snap.timestamp - d.gone_since >= th.rank_exit_grace_s]
@@ -29,6 +32,13 @@ def rank_exited(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
         else:
             evidence.append(f"{who} (pid {d.pid}): {d.reason}, gone for "
                             f"{snap.timestamp - d.gone_since:.0f} s")
+        info = d.info
+        error = last_error(snap, d.rank, d.pid,
+                           (info.stdout_path, info.stderr_path) if info else ())
+        if error:
+            evidence.append(f"{who}'s last error: {error}")
+    for log, e in _events(snap, ["child-failed"])[:4]:
+        evidence.append(f"{ref(log, e)}: {e.summary}")
     alive_ranks = [p.rank for p in alive if p.rank is not None]
     evidence.append(f"still running: ranks {compact(alive_ranks) or '-'} "
                     f"(pids {', '.join(str(p.pid) for p in alive[:8])}"
@@ -49,4 +59,31 @@ def rank_exited(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
             playbook.SET_DEBUG_ENV,
         ),
         since=min(d.gone_since for d in gone),
+    )]
+
+
+def _from_child_failed(snap: NodeSnapshot) -> list[Symptom]:
+    found = _events(snap, ["child-failed"])
+    if not found:
+        return []
+    ranks = tuple(sorted({r for _, e in found if isinstance(r := e.field("rank"), int)}))
+    evidence = [f"{ref(log, e)}: {e.summary}" for log, e in found[:8]]
+    for r in ranks:
+        error = last_error(snap, r, None)
+        if error and "child-failed" not in error:
+            evidence.append(f"rank {r}'s last error: {error}")
+    label = f"rank {compact(ranks)}" if ranks else "a rank"
+    return [Symptom(
+        id="rank-exited",
+        severity="critical",
+        title=f"torchrun reports {label} failed",
+        ranks=ranks,
+        evidence=tuple(evidence),
+        next_steps=(
+            f"Read {label}'s own log for the traceback: the exit code in torchrun's report is "
+            "the effect, the exception before it is the cause (-9/SIGKILL with no traceback: "
+            "the host's OOM killer, see dmesg).",
+            playbook.CUDA_BLOCKING,
+        ),
+        since=min((e.time or e.arrival for _, e in found), default=None),
     )]

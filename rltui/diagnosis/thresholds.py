@@ -15,6 +15,10 @@ class Thresholds:
     gpu_idle_sustain_s: float = 30.0
     # rank-exited: a rank gone this long while others remain (absorbs a normal staggered exit).
     rank_exit_grace_s: float = 5.0
+    # steps-stalled: no new step for longer than max(stall_factor x median recent step time,
+    # stall_floor_s) while the job's processes are alive.
+    stall_factor: float = 5.0
+    stall_floor_s: float = 60.0
     # Colours only.
     gpu_mem_warn_pct: float = 90.0
     gpu_temp_warn_c: float = 85.0

@@ -19,6 +19,8 @@ PURE_MODULES = [
     "rltui.diagnosis",
     "rltui.diagnosis.gpu",
     "rltui.diagnosis.ranks",
+    "rltui.diagnosis.logs",
+    "rltui.logbook",
 ]
 FORBIDDEN = ["textual", "rich", "pynvml", "psutil", "subprocess"]
 

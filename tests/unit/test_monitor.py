@@ -95,8 +95,14 @@ def test_note_for_each_failed_source():
 
 
 def test_note_when_no_processes_were_found():
-    notes = diagnose(NodeSnapshot(timestamp=5.0)).notes
+    scanned = (model.SourceState("procs", model.OK, 5.0, 5.0),)
+    notes = diagnose(NodeSnapshot(timestamp=5.0, sources=scanned)).notes
     assert len(notes) == 1 and "No training processes found" in notes[0]
+
+
+def test_no_process_note_when_processes_were_not_looked_at():
+    """Logs read offline: no process scan ran, so "none found" would be false."""
+    assert diagnose(NodeSnapshot(timestamp=5.0)).notes == ()
 
 
 def test_no_process_note_when_only_departed_ranks_are_known():

@@ -1,0 +1,298 @@
+"""Symptoms read from the logs: steps-stalled, zero-step-completion, nccl-timeout, cuda-oom.
+
+Pure. "Now" is the snapshot's timestamp: the clock for a live node, the time of the run (or
+--now) for logs read offline, which the evidence says (``snapshot.job`` carries no such flag, so
+callers put it in ``NodeSnapshot.sources`` as the "now" source; see ``now_note``).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Iterable, Sequence
+
+from rltui.diagnosis import playbook
+from rltui.diagnosis.thresholds import Thresholds
+from rltui.model import LogEvent, LogFileState, NodeSnapshot, Symptom
+from rltui.rankset import compact
+
+OOM_KINDS = ("cuda-oom", "engine-oom")
+
+
+def ref(log: LogFileState, event: LogEvent) -> str:
+    """A file:line reference (``+N`` while the lines before a history window are uncounted)."""
+    plus = "" if log.line_base_known else "+"
+    if event.end_line > event.line_no:
+        return f"{log.path}:{plus}{event.line_no}-{event.end_line}"
+    return f"{log.path}:{plus}{event.line_no}"
+
+
+def _clock(t: float | None) -> str:
+    return "?" if t is None else time.strftime("%H:%M:%S", time.localtime(t))
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _gib(n: object) -> str:
+    return f"{n / 2**30:.2f} GiB" if isinstance(n, (int, float)) else "?"
+
+
+def step_durations(log: LogFileState) -> list[float]:
+    whens = [s.when for s in log.recent_steps]
+    return [b - a for a, b in zip(whens, whens[1:]) if b > a]
+
+
+def stall_limit(log: LogFileState, th: Thresholds) -> tuple[float, float | None]:
+    durations = step_durations(log)
+    median = statistics.median(durations) if durations else None
+    limit = max(th.stall_floor_s, th.stall_factor * median) if median else th.stall_floor_s
+    return limit, median
+
+
+def _rank_of(log: LogFileState, snap: NodeSnapshot) -> int | None:
+    if log.rank is not None:
+        return log.rank
+    for p in snap.procs:
+        if p.pid == log.pid or log.path in (p.stdout_path, p.stderr_path):
+            return p.rank
+    return None
+
+
+def _liveness(snap: NodeSnapshot) -> str | None:
+    """None when the job's processes were never looked at (logs read offline)."""
+    return None if snap.source("procs") is None else ("alive" if snap.live_procs else "gone")
+
+
+def steps_stalled(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
+                  th: Thresholds) -> list[Symptom]:
+    live = _liveness(snap)
+    if live == "gone":
+        return []  # nothing runs: an ended or crashed job, which other symptoms describe
+    stalled = []
+    for log in snap.logs:
+        if not log.steps_seen or log.last_step_time is None:
+            continue
+        limit, median = stall_limit(log, th)
+        age = snap.timestamp - log.last_step_time
+        if age > limit:
+            stalled.append((log, age, limit, median))
+    if not stalled:
+        return []
+    evidence = []
+    for log, age, limit, median in stalled:
+        typical = f"median step {median:.1f} s" if median else "one step seen"
+        evidence.append(f"{log.path}: last step {log.last_step} at {_clock(log.last_step_time)},"
+                        f" {_ago(age)} ago ({typical}; limit {limit:.0f} s)")
+    evidence.extend(_hung_or_slow(snap, th))
+    evidence.append(now_note(snap))
+    ranks = tuple(sorted({r for r in (_rank_of(log, snap) for log, *_ in stalled)
+                          if r is not None}))
+    worst = max(age for _, age, _, _ in stalled)
+    return [Symptom(
+        id="steps-stalled",
+        severity="critical" if live == "alive" else "warning",
+        title=(f"no new step for {_ago(worst)}"
+               + (" while the job's processes are alive" if live == "alive" else "")
+               + (f" (ranks {compact(ranks)})" if ranks else "")),
+        ranks=ranks,
+        evidence=tuple(evidence),
+        next_steps=(
+            "Hung, not slow? Ranks busy on CPU with idle GPUs spin in Python (a polling or "
+            "rollout loop); ranks idle on both wait in a collective or a lock.",
+            playbook.dump_all_ranks(snap.live_procs),
+            "Look for a traceback, OOM or NCCL timeout in any rank's log just before the last "
+            "step: one rank's exception leaves the others waiting.",
+            playbook.SET_DEBUG_ENV,
+        ),
+        since=min(log.last_step_time for log, *_ in stalled if log.last_step_time),
+    )]
+
+
+def _hung_or_slow(snap: NodeSnapshot, th: Thresholds) -> list[str]:
+    """The playbook's check: are the processes busy on CPU, and are their GPUs idle?"""
+    if _liveness(snap) is None:
+        return ["process liveness unknown: logs read without a live job"]
+    procs = snap.live_procs
+    out = [f"job processes alive: {len(procs)} (ranks "
+           f"{compact(p.rank for p in procs) or '-'})"]
+    busy = [p for p in procs if (p.cpu_percent or 0) >= th.cpu_busy_pct]
+    if busy:
+        out.append(f"busy on CPU (>= {th.cpu_busy_pct:g}%): ranks "
+                   f"{compact(p.rank for p in busy) or '-'} - spinning, not waiting")
+    else:
+        out.append("idle on CPU: every process waits in a blocking call")
+    used = {p.gpu_index for p in procs if p.gpu_index is not None}
+    gpus = [g for g in snap.gpus if g.index in used and g.util is not None]
+    if gpus:
+        idle = [g.index for g in gpus if g.util <= th.gpu_idle_pct]
+        if len(idle) == len(gpus):
+            out.append(f"their GPUs are idle ({', '.join(str(i) for i in idle)} at <= "
+                       f"{th.gpu_idle_pct:g}%)")
+        else:
+            out.append(f"GPUs busy: {len(gpus) - len(idle)} of {len(gpus)}")
+    return out
+
+
+def now_note(snap: NodeSnapshot) -> str:
+    state = snap.source("now")
+    how = state.message if state and state.message else "the monitor's clock"
+    return f"now = {_clock(snap.timestamp)} ({how})"
+
+
+def _events(snap: NodeSnapshot, kinds: Iterable[str]) -> list[tuple[LogFileState, LogEvent]]:
+    wanted = set(kinds)
+    return [(log, e) for log in snap.logs for e in log.events if e.kind in wanted]
+
+
+def zero_step_completion(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
+                         th: Thresholds) -> list[Symptom]:
+    if not snap.logs or any(log.steps_seen for log in snap.logs):
+        return []
+    banners = _events(snap, ["completion"])
+    live = _liveness(snap)
+    ended_quietly = (live == "gone" and snap.departed
+                     and not _events(snap, ["traceback", "child-failed", *OOM_KINDS]))
+    if not banners and not ended_quietly:
+        return []
+    evidence = [f"{ref(log, e)}: {e.summary}" for log, e in banners[:4]]
+    if ended_quietly:
+        evidence.append(f"all {len(snap.departed)} job processes exited without an error "
+                        "in their logs")
+    evidence.append(f"no step line in {len(snap.logs)} log(s) "
+                    f"({', '.join(sorted({log.format for log in snap.logs}))})")
+    if live == "alive":
+        evidence.append(f"{len(snap.live_procs)} job process(es) still alive: probably hanging "
+                        "in cleanup (destroy_process_group)")
+    failures = _events(snap, ["failure", "traceback"])
+    evidence.extend(f"{ref(log, e)}: {e.summary}" for log, e in failures[:3])
+    return [Symptom(
+        id="zero-step-completion",
+        severity="critical",
+        title="training ended after 0 steps" + (" and processes still hang"
+                                                if live == "alive" else ""),
+        ranks=tuple(sorted({r for r in (_rank_of(log, snap) for log, _ in banners)
+                            if r is not None})),
+        evidence=tuple(evidence),
+        next_steps=(
+            "An exception or early exit was swallowed by cleanup: look above the banner for "
+            "'Training failed with exception' or a traceback on any rank.",
+            "Check the data: empty batches come from parquet files without the prompt/"
+            "reward_model columns or relative data.train_files paths.",
+            playbook.dump_all_ranks(snap.live_procs),
+        ),
+        since=min((e.time or e.arrival for _, e in banners), default=None),
+    )]
+
+
+def nccl_timeout(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
+                 th: Thresholds) -> list[Symptom]:
+    found = _events(snap, ["nccl-timeout"])
+    if not found:
+        return []
+    evidence = []
+    for log, e in found[:8]:
+        timeout = e.field("timeout_ms")
+        ran = e.field("ran_for_ms")
+        evidence.append(
+            f"{ref(log, e)}: rank {e.field('rank')} {e.field('op') or '?'} SeqNum "
+            f"{e.field('seq')}" + (f" timed out after {timeout / 1000:.0f} s"
+                                   if isinstance(timeout, (int, float)) else "")
+            + (f" (ran {ran / 1000:.0f} s)" if isinstance(ran, (int, float)) else ""))
+    seqs = {(e.field("op"), e.field("seq")) for _, e in found}
+    if len(seqs) == 1:
+        evidence.append("every timeout is at the same collective: points to the network or a "
+                        "slow rank rather than diverging code (pattern C)")
+    else:
+        evidence.append(f"{len(seqs)} different collectives timed out: ranks may be on "
+                        "different code paths (pattern B)")
+    ranks = tuple(sorted({r for _, e in found if isinstance(r := e.field("rank"), int)}))
+    return [Symptom(
+        id="nccl-timeout",
+        severity="critical",
+        title=f"NCCL watchdog timeout on {len(found)} collective(s)",
+        ranks=ranks,
+        evidence=tuple(evidence),
+        next_steps=(
+            "Find the rank that never reached the collective: its log stops earlier, or its "
+            "last completed work is lowest.",
+            "Multi-node: check the interface and fabric (NCCL_SOCKET_IFNAME, NCCL_IB_DISABLE=0); "
+            "relaunch with NCCL_DEBUG=INFO.",
+            "Lower the timeout while debugging (NCCL_TIMEOUT=300) so the next hang fails fast.",
+        ),
+        since=min((e.time or e.arrival for _, e in found), default=None),
+    )]
+
+
+def cuda_oom(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
+             th: Thresholds) -> list[Symptom]:
+    found = _events(snap, OOM_KINDS)
+    if not found:
+        return []
+    evidence, steps = [], []
+    fragmented = False
+    for log, e in found[:8]:
+        if e.kind == "engine-oom":
+            evidence.append(f"{ref(log, e)}: {e.summary}")
+            continue
+        parts = [f"tried to allocate {_gib(e.field('requested'))}"]
+        if e.field("free") is not None:
+            parts.append(f"{_gib(e.field('free'))} free of {_gib(e.field('capacity'))}")
+        if e.field("allocated") is not None:
+            parts.append(f"PyTorch allocated {_gib(e.field('allocated'))}")
+        reserved = e.field("reserved_unallocated")
+        if isinstance(reserved, (int, float)):
+            parts.append(f"reserved but unallocated {_gib(reserved)}")
+            requested = e.field("requested")
+            if isinstance(requested, (int, float)) and reserved >= requested:
+                fragmented = True
+        gpu = e.field("gpu")
+        evidence.append(f"{ref(log, e)}: " + (f"GPU {gpu}: " if gpu is not None else "")
+                        + ", ".join(parts))
+    if fragmented:
+        steps.append("Reserved-but-unallocated memory exceeds the request: fragmentation. Set "
+                     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.")
+    if any(e.kind == "engine-oom" for _, e in found):
+        steps.append("Inference engine start: lower gpu_memory_utilization / "
+                     "--mem-fraction-static, and look for an orphaned engine process "
+                     "(VLLM::EngineCore) still holding GPU memory.")
+    steps += [
+        "Generation or log-prob OOM: halve actor_rollout_ref.rollout.log_prob_micro_batch_size; "
+        "actor_rollout_ref.rollout.gpu_memory_utilization 0.9 -> 0.7.",
+        "Backward OOM: halve actor_rollout_ref.actor.ppo_mini_batch_size and raise gradient "
+        "accumulation to keep the effective batch; enable gradient checkpointing.",
+    ]
+    ranks = tuple(sorted({r for r in (_rank_of(log, snap) for log, _ in found) if r is not None}))
+    return [Symptom(
+        id="cuda-oom",
+        severity="critical",
+        title=f"CUDA out of memory ({len(found)} in the logs)"
+              + (f" on ranks {compact(ranks)}" if ranks else ""),
+        ranks=ranks,
+        evidence=tuple(evidence),
+        next_steps=tuple(steps),
+        since=min((e.time or e.arrival for _, e in found), default=None),
+    )]
+
+
+def last_error(snap: NodeSnapshot, rank: int | None, pid: int | None,
+               paths: Iterable[str | None] = ()) -> str | None:
+    """The newest traceback/OOM/failure in the log of one rank, as ``file:line: summary``."""
+    wanted = {p for p in paths if p}
+    best: tuple[float, str] | None = None
+    for log in snap.logs:
+        if not ((rank is not None and log.rank == rank) or (pid and log.pid == pid)
+                or log.path in wanted):
+            continue
+        for e in log.events:
+            if e.kind in ("traceback", "failure", "child-failed", *OOM_KINDS):
+                key = (e.time or e.arrival, f"{ref(log, e)}: {e.summary}")
+                if best is None or key[0] >= best[0]:
+                    best = key
+    return best[1] if best else None
