@@ -42,12 +42,30 @@ class PySpy:
 
 
 @dataclass(frozen=True, slots=True)
+class CustomParserSpec:
+    """A user-defined step parser: a regex with named groups (``step`` required)."""
+
+    name: str
+    regex: str
+    metrics: tuple[tuple[str, str], ...] = ()  # regex group -> metric name
+
+
+@dataclass(frozen=True, slots=True)
+class Logs:
+    paths: tuple[str, ...] = ()  # extra log files or globs, followed like --log
+    format: str = "auto"  # step format for every file: auto or one of the known formats
+    parsers: tuple[CustomParserSpec, ...] = ()
+    completion_patterns: tuple[str, ...] = ()  # regexes of extra "training finished" banners
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     theme: str = "dark"
     history: int = 600  # snapshots kept for sustained checks and sparklines
     cadence: Cadence = field(default_factory=Cadence)
     thresholds: Thresholds = field(default_factory=Thresholds)
     pyspy: PySpy = field(default_factory=PySpy)
+    logs: Logs = field(default_factory=Logs)
     path: str | None = None  # where these settings came from (None: defaults)
 
 
@@ -108,13 +126,15 @@ def parse(text: str, name: str = "<config>") -> Settings:
                 raise ConfigError(f"{name} line {line}: theme: unknown theme {value!r} "
                                   f"(one of {', '.join(THEMES)})")
             settings = replace(settings, theme=value)
+        elif key == "logs":
+            settings = replace(settings, logs=_logs(value_node, name))
         elif key == "history":
             value = _scalar(value_node, int, name, key)
             if value < 10:
                 raise ConfigError(f"{name} line {line}: history: must be at least 10")
             settings = replace(settings, history=value)
         else:
-            known = ", ".join(["theme", "history", *_SECTIONS])
+            known = ", ".join(["theme", "history", "logs", *_SECTIONS])
             raise ConfigError(f"{name} line {line}: unknown key {key!r} (known: {known})")
     return settings
 
@@ -131,6 +151,94 @@ def _pairs(node: yaml.MappingNode, name: str, prefix: str) -> list[tuple[yaml.No
                               f"(first on line {seen[key_node.value]})")
         seen[key_node.value] = line
     return node.value
+
+
+def _string_list(node: yaml.Node, name: str, key: str) -> tuple[str, ...]:
+    if isinstance(node, yaml.ScalarNode) and node.value in ("", "~", "null"):
+        return ()
+    if not isinstance(node, yaml.SequenceNode):
+        raise ConfigError(f"{name} line {node.start_mark.line + 1}: {key}: expected a list")
+    return tuple(_scalar(item, str, name, key) for item in node.value)
+
+
+def _logs(node: yaml.Node, name: str) -> Logs:
+    """The ``logs:`` section. Regexes are compiled here so a bad one is reported at start-up
+    with the parser's name and the pattern, not when the first line arrives."""
+    import re
+
+    if isinstance(node, yaml.ScalarNode) and node.value in ("", "~", "null"):
+        return Logs()
+    if not isinstance(node, yaml.MappingNode):
+        raise ConfigError(f"{name} line {node.start_mark.line + 1}: logs: expected a mapping")
+    logs = Logs()
+    for key_node, value_node in _pairs(node, name, "logs."):
+        key, line = key_node.value, key_node.start_mark.line + 1
+        if key == "paths":
+            logs = replace(logs, paths=_string_list(value_node, name, "logs.paths"))
+        elif key == "format":
+            fmt = _scalar(value_node, str, name, "logs.format")
+            known = ("auto", "verl", "areal", "openrlhf", "torchtitan", "hf")
+            if fmt not in known:
+                raise ConfigError(f"{name} line {line}: logs.format: unknown format {fmt!r} "
+                                  f"(one of {', '.join(known)})")
+            logs = replace(logs, format=fmt)
+        elif key == "completion_patterns":
+            patterns = _string_list(value_node, name, "logs.completion_patterns")
+            for pattern in patterns:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ConfigError(f"{name} line {line}: logs.completion_patterns: regex "
+                                      f"{pattern!r} does not compile: {exc}") from None
+            logs = replace(logs, completion_patterns=patterns)
+        elif key == "parsers":
+            logs = replace(logs, parsers=_parsers(value_node, name))
+        else:
+            raise ConfigError(f"{name} line {line}: unknown key 'logs.{key}' (known: paths, "
+                              "format, parsers, completion_patterns)")
+    return logs
+
+
+def _parsers(node: yaml.Node, name: str) -> tuple[CustomParserSpec, ...]:
+    import re
+
+    if not isinstance(node, yaml.SequenceNode):
+        raise ConfigError(f"{name} line {node.start_mark.line + 1}: logs.parsers: expected a "
+                          "list of {name, regex, metrics}")
+    out = []
+    for item in node.value:
+        line = item.start_mark.line + 1
+        if not isinstance(item, yaml.MappingNode):
+            raise ConfigError(f"{name} line {line}: logs.parsers: each parser is a mapping "
+                              "with name, regex and optional metrics")
+        fields_: dict[str, yaml.Node] = {k.value: v for k, v in _pairs(item, name, "logs.parsers.")}
+        unknown = set(fields_) - {"name", "regex", "metrics"}
+        if unknown:
+            raise ConfigError(f"{name} line {line}: logs.parsers: unknown key "
+                              f"{sorted(unknown)[0]!r} (known: name, regex, metrics)")
+        if "name" not in fields_ or "regex" not in fields_:
+            raise ConfigError(f"{name} line {line}: logs.parsers: a parser needs a name and "
+                              "a regex")
+        pname = _scalar(fields_["name"], str, name, "logs.parsers.name")
+        regex = _scalar(fields_["regex"], str, name, f"logs.parsers[{pname}].regex")
+        try:
+            compiled = re.compile(regex)
+        except re.error as exc:
+            raise ConfigError(f"{name} line {fields_['regex'].start_mark.line + 1}: parser "
+                              f"{pname!r}: regex {regex!r} does not compile: {exc}") from None
+        if "step" not in compiled.groupindex:
+            raise ConfigError(f"{name} line {fields_['regex'].start_mark.line + 1}: parser "
+                              f"{pname!r}: regex {regex!r} has no (?P<step>...) group")
+        metrics: list[tuple[str, str]] = []
+        if "metrics" in fields_:
+            mnode = fields_["metrics"]
+            if not isinstance(mnode, yaml.MappingNode):
+                raise ConfigError(f"{name} line {mnode.start_mark.line + 1}: parser {pname!r}: "
+                                  "metrics: expected a mapping of regex group -> metric name")
+            for k, v in _pairs(mnode, name, f"logs.parsers[{pname}].metrics."):
+                metrics.append((k.value, _scalar(v, str, name, f"metrics.{k.value}")))
+        out.append(CustomParserSpec(pname, regex, tuple(metrics)))
+    return tuple(out)
 
 
 def _section(cls: type, node: yaml.Node, name: str, section: str) -> Any:
