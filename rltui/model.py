@@ -173,6 +173,7 @@ class NodeSnapshot:
     sources: tuple[SourceState, ...] = ()
     logs: tuple["LogFileState", ...] = ()
     unmatched_logs: tuple[str, ...] = ()  # --log globs that match nothing yet
+    now_source: str = ""  # what "now" is when it is not the monitor's clock (e.g. "--now")
 
     def source(self, name: str) -> SourceState | None:
         for state in self.sources:
@@ -254,7 +255,8 @@ class StepRecord:
 class LogEvent:
     """Something in a log that means something: a traceback, an OOM, a timeout, a banner.
 
-    ``kind`` is one of: traceback, cuda-oom, engine-oom (vLLM/SGLang memory errors at start),
+    ``kind`` is one of: traceback, failure (AReaL "Training failed with exception"), cuda-oom,
+    engine-oom (vLLM/SGLang memory errors at start),
     nccl-timeout, child-failed (torchrun ChildFailedError), completion (a framework's end
     banner). ``fields`` holds the parsed numbers (bytes, ranks, seq numbers...) by name.
     """

@@ -47,7 +47,34 @@ def to_json(snap: NodeSnapshot, diagnosis: Diagnosis, mode: str,
         "ranks": [to_data(p) for p in sorted(snap.procs, key=_rank_key)],
         "departed": [to_data(d) for d in snap.departed],
         "sources": [to_data(s) for s in snap.sources],
+        "logs": [_log_json(log) for log in snap.logs],
+        "unmatched_logs": list(snap.unmatched_logs),
         "notes": list(diagnosis.notes),
+    }
+
+
+def _log_json(log) -> dict[str, Any]:
+    return {
+        "path": log.path,
+        "rank": log.rank,
+        "pid": log.pid,
+        "format": log.format,
+        "status": log.status,
+        "message": log.message,
+        "lines_seen": log.lines_seen,
+        "line_numbers_exact": log.line_base_known,
+        "steps_seen": log.steps_seen,
+        "last_step": log.last_step,
+        "last_step_time": log.last_step_time,
+        "total_steps": log.total_steps,
+        "events": [{
+            "kind": e.kind,
+            "line": e.line_no,
+            "end_line": e.end_line,
+            "time": e.time,
+            "summary": e.summary,
+            "fields": {k: v for k, v in e.fields},
+        } for e in log.events],
     }
 
 
@@ -97,6 +124,14 @@ def to_text(snap: NodeSnapshot, diagnosis: Diagnosis) -> str:
     for d in snap.departed:
         rank = "-" if d.rank is None else str(d.rank)
         lines.append(f"  rank {rank:>4} pid {d.pid or '-':>7} {d.reason}")
+    if snap.logs:
+        lines.append(f"Logs: {len(snap.logs)}")
+        for log in snap.logs:
+            rank = "-" if log.rank is None else str(log.rank)
+            step = "-" if log.last_step is None else str(log.last_step)
+            lines.append(f"  rank {rank:>4} {log.format:10} steps {log.steps_seen:>6} last "
+                         f"{step:>6} events {len(log.events):>3}  {log.path}"
+                         + (f"  ({log.status}: {log.message})" if log.status != "ok" else ""))
     if diagnosis.notes:
         lines.append("")
         lines.extend(f"note: {n}" for n in diagnosis.notes)

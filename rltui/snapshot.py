@@ -39,6 +39,7 @@ class Tracker:
     _seen: dict[int, _Seen] = field(default_factory=dict)
     _extra: dict[str, Reading] = field(default_factory=dict)
     logbook: LogBook = field(default_factory=LogBook)
+    now_source: str = ""
 
     def apply(self, reading: Reading) -> None:
         prev = self._sources.get(reading.source)
@@ -114,6 +115,7 @@ class Tracker:
             sources=tuple(self._sources[k] for k in sorted(self._sources)),
             logs=self.logbook.states(),
             unmatched_logs=self.logbook.unmatched,
+            now_source=self.now_source,
         )
 
 

@@ -1,8 +1,7 @@
 """Symptoms read from the logs: steps-stalled, zero-step-completion, nccl-timeout, cuda-oom.
 
 Pure. "Now" is the snapshot's timestamp: the clock for a live node, the time of the run (or
---now) for logs read offline, which the evidence says (``snapshot.job`` carries no such flag, so
-callers put it in ``NodeSnapshot.sources`` as the "now" source; see ``now_note``).
+--now) for logs read offline; ``NodeSnapshot.now_source`` says which, and the evidence repeats it.
 """
 
 from __future__ import annotations
@@ -66,8 +65,13 @@ def _rank_of(log: LogFileState, snap: NodeSnapshot) -> int | None:
 
 
 def _liveness(snap: NodeSnapshot) -> str | None:
-    """None when the job's processes were never looked at (logs read offline)."""
-    return None if snap.source("procs") is None else ("alive" if snap.live_procs else "gone")
+    """"alive", "gone" (seen, then all exited), or None: never looked at, or no job process
+    found on this node (logs read offline, or copied from elsewhere)."""
+    if snap.source("procs") is None:
+        return None
+    if snap.live_procs:
+        return "alive"
+    return "gone" if snap.departed else None
 
 
 def steps_stalled(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
@@ -141,9 +145,7 @@ def _hung_or_slow(snap: NodeSnapshot, th: Thresholds) -> list[str]:
 
 
 def now_note(snap: NodeSnapshot) -> str:
-    state = snap.source("now")
-    how = state.message if state and state.message else "the monitor's clock"
-    return f"now = {_clock(snap.timestamp)} ({how})"
+    return f"now = {_clock(snap.timestamp)} ({snap.now_source or 'the clock of this run'})"
 
 
 def _events(snap: NodeSnapshot, kinds: Iterable[str]) -> list[tuple[LogFileState, LogEvent]]:

@@ -21,6 +21,12 @@ PURE_MODULES = [
     "rltui.diagnosis.ranks",
     "rltui.diagnosis.logs",
     "rltui.logbook",
+    "rltui.parsing.events",
+    "rltui.parsing.oom",
+    "rltui.parsing.tracebacks",
+    "rltui.parsing.distfail",
+    "rltui.parsing.noise",
+    "rltui.parsing.steps",
 ]
 FORBIDDEN = ["textual", "rich", "pynvml", "psutil", "subprocess"]
 

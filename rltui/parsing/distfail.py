@@ -1,0 +1,269 @@
+"""Pure parsers for distributed failures: the NCCL watchdog and torchrun's ChildFailedError report.
+
+NCCL watchdog (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp), one line each, glog-prefixed and
+under torchrun also ``[rankN]:``-prefixed:
+    [Rank 118] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2398459,
+      OpType=ALLREDUCE, NumelIn=8652160, NumelOut=8652160, Timeout(ms)=1800000) ran for 1800068
+      milliseconds before timing out.
+and its companion, whose wording changed across releases:
+    [PG ID 0 PG GUID 0(default_pg) Rank 118]  failure detected by watchdog at work sequence id:
+      2398459 PG status: last enqueued work: 2398578, last completed work: 2398458
+    [PG 1 Rank 0] Exception (either an error or timeout) detected by watchdog at work: 7753,
+      last enqueued NCCL work: 7755, last completed NCCL work: 7752.
+    [PG ID 2 PG GUID 9 Rank 4] Timeout at NCCL work: 610, last enqueued NCCL work: 616, last
+      completed NCCL work: 609.
+Older releases print WorkNCCL(SeqNum=.., OpType=.., Timeout(ms)=..) without the Numel fields, so
+the parenthesis is read as key=value pairs rather than one fixed regex.
+
+torchrun (torch/distributed/elastic/multiprocessing/errors/__init__.py) raises ChildFailedError
+whose message is a framed report: a ``=`` border, "<name> FAILED", a ``-`` rule, "Failures:"
+with entries or "  <NO_OTHER_FAILURES>", a rule, "Root Cause (first observed failure):", one
+entry, and the closing border. An entry is "[idx]:" then indented "key : value" lines for time,
+host, rank ("4 (local_rank: 4)"), exitcode ("-9 (pid: 208585)"), error_file and traceback (a
+"Signal 9 (SIGKILL) received by PID ..." message, the docs hint, or an indented Python traceback
+from the child's error file).
+"""
+
+from __future__ import annotations
+
+import re
+
+Fields = list[tuple[str, str | int | float | None]]
+
+# -- NCCL watchdog ---------------------------------------------------------------------------------
+WATCHDOG_MARK = "Watchdog caught collective operation timeout"
+_WORK = re.compile(r"WorkNCCL\(((?:[^()]|\(ms\))*)\)")
+_PAIR = re.compile(r"(\w+(?:\(ms\))?)=([^,\s)]+)")
+_RAN_FOR = re.compile(r"ran for (\d+) milliseconds")
+_RANK_TAG = re.compile(r"Rank (\d+)\]")
+_PG_ID = re.compile(r"\[PG(?: ID)? (\d+) ")
+_COMPANION = (
+    re.compile(r"detected by watchdog at work sequence id: (\d+) PG status: last enqueued work: "
+               r"(-?\d+), last completed work: (-?\d+)"),
+    re.compile(r"detected by watchdog at work: (\d+), last enqueued NCCL work: (-?\d+), "
+               r"last completed NCCL work: (-?\d+)"),
+    re.compile(r"Timeout at NCCL work: (\d+), last enqueued NCCL work: (-?\d+), "
+               r"last completed NCCL work: (-?\d+)"),
+)
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _rank_of(text: str, end: int) -> int | None:
+    """The rank named in the last "[... Rank N]" tag before ``end`` (the message's own tag)."""
+    last = None
+    for m in _RANK_TAG.finditer(text, 0, end):
+        last = m
+    return int(last.group(1)) if last else None
+
+
+def parse_watchdog(text: str) -> Fields | None:
+    """Fields of a watchdog timeout line: rank, pg, seq, op, numel_in, numel_out, timeout_ms, ran_for_ms."""
+    at = text.find(WATCHDOG_MARK)
+    if at < 0:
+        return None
+    work = _WORK.search(text, at)
+    pairs = dict(_PAIR.findall(work.group(1))) if work else {}
+    ran = _RAN_FOR.search(text, at)
+    pg = _PG_ID.search(text, 0, at)
+    return [
+        ("rank", _rank_of(text, at)),
+        ("pg", int(pg.group(1)) if pg else None),
+        ("seq", _int(pairs.get("SeqNum"))),
+        ("op", pairs.get("OpType")),
+        ("numel_in", _int(pairs.get("NumelIn"))),
+        ("numel_out", _int(pairs.get("NumelOut"))),
+        ("timeout_ms", _int(pairs.get("Timeout(ms)"))),
+        ("ran_for_ms", int(ran.group(1)) if ran else None),
+    ]
+
+
+def is_companion(text: str) -> bool:
+    """Cheap test for the watchdog's PG-status line (any release's wording)."""
+    return "detected by watchdog at work" in text or "Timeout at NCCL work:" in text
+
+
+def parse_companion(text: str) -> Fields | None:
+    """Fields of the PG-status line: rank, pg, seq, last_enqueued, last_completed."""
+    for regex in _COMPANION:
+        m = regex.search(text)
+        if m:
+            pg = _PG_ID.search(text, 0, m.start())
+            return [("rank", _rank_of(text, m.start())), ("pg", int(pg.group(1)) if pg else None),
+                    ("seq", int(m.group(1))), ("last_enqueued", int(m.group(2))),
+                    ("last_completed", int(m.group(3)))]
+    return None
+
+
+def watchdog_summary(fields: dict) -> str:
+    rank = fields.get("rank")
+    who = f"rank {rank}" if rank is not None else "a rank"
+    op = fields.get("op") or "collective"
+    seq = fields.get("seq")
+    text = f"NCCL watchdog timeout on {who}: {op}"
+    if seq is not None:
+        text += f" #{seq}"
+    ran = fields.get("ran_for_ms")
+    timeout = fields.get("timeout_ms")
+    if isinstance(ran, int):
+        text += f" ran {ran / 1000:.0f} s"
+        if isinstance(timeout, int):
+            text += f" (timeout {timeout / 1000:.0f} s)"
+    done = fields.get("last_completed")
+    queued = fields.get("last_enqueued")
+    if isinstance(done, int) and isinstance(queued, int):
+        text += f"; last completed {done}, last enqueued {queued}"
+    return text
+
+
+# -- torchrun ChildFailedError ---------------------------------------------------------------------
+CHILD_MARK = "ChildFailedError"
+_ENTRY = re.compile(r"^\[(\d+)\]:\s*$")
+_KEY = re.compile(r"^\s+(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
+_RANK_VALUE = re.compile(r"(-?\d+)(?: \(local_rank: (-?\d+)\))?")
+_EXIT_VALUE = re.compile(r"(-?\d+)(?: \(pid: (\d+)\))?")
+_SIGNAL_MSG = re.compile(r"Signal (\d+) \((\w+)\) received by PID (\d+)")
+_PY_EXC = re.compile(r"^\s*([A-Za-z_][\w.]*(?:\([\w.]*\))?): (.*)$")
+_CHILD_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[_ T](\d\d):(\d\d):(\d\d)")
+# Linux numbering: the report comes from the training node, not from where rltui runs.
+_SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT",
+            7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2",
+            13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}
+
+
+def signal_name(exitcode: int | None) -> str | None:
+    """Name of the signal a negative exit code stands for (-9 -> SIGKILL)."""
+    if exitcode is None or exitcode >= 0:
+        return None
+    return _SIGNALS.get(-exitcode, f"signal {-exitcode}")
+
+
+class ChildReport:
+    """Incremental reader of one ChildFailedError report (fed line by line, bounded)."""
+
+    __slots__ = ("_in_tb", "current", "done", "entries", "name", "section")
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+        self.section = ""  # "" before "Failures:", then "other", then "root"
+        self.entries: list[tuple[str, dict]] = []  # (section, {key: value})
+        self.current: dict | None = None
+        self.done = False
+        self._in_tb = False
+
+    def feed(self, line: str) -> bool:
+        """Take one line of the report; False when the line cannot belong to it."""
+        stripped = line.strip()
+        if stripped.startswith("=" * 8):
+            if self.section == "root" and self.current is not None:
+                self.done = True  # the closing border
+            return True
+        if not stripped or stripped.startswith("-" * 8):
+            return True
+        if stripped == "Failures:":
+            self.section = "other"
+            return True
+        if stripped.startswith("Root Cause"):
+            self.section = "root"
+            return True
+        if stripped == "<NO_OTHER_FAILURES>":
+            return True
+        m = _ENTRY.match(line)
+        if m:
+            self.current = {}
+            self._in_tb = False
+            if len(self.entries) < 64:  # a 1000-rank job lists every failure; keep the first
+                self.entries.append((self.section, self.current))
+            return True
+        if self.section == "" and stripped.endswith(" FAILED"):
+            self.name = stripped[: -len(" FAILED")][:200]
+            return True
+        if self.current is None:
+            return False
+        m = _KEY.match(line)
+        if m:
+            key, value = m.group(1), m.group(2).strip()
+            self.current[key] = value[:500]
+            self._in_tb = key == "traceback"
+            return True
+        if line[:1] in (" ", "\t") and self._in_tb:
+            # A child's Python traceback, indented by two more spaces: keep its exception line.
+            exc = _PY_EXC.match(line)
+            if exc and not stripped.startswith("File "):
+                self.current["error"] = f"{exc.group(1)}: {exc.group(2)}"[:500]
+            return True
+        return line[:1] in (" ", "\t")
+
+    def fields(self) -> Fields:
+        root = next((e for s, e in self.entries if s == "root"), None)
+        if root is None and self.entries:
+            root = self.entries[-1][1]
+        root = root or {}
+        rank = _RANK_VALUE.match(root.get("rank", ""))
+        code = _EXIT_VALUE.match(root.get("exitcode", ""))
+        exitcode = _int(code.group(1)) if code else None
+        message = root.get("traceback", "")
+        sig = _SIGNAL_MSG.search(message)
+        signal = sig.group(2) if sig else signal_name(exitcode)
+        others = [e for s, e in self.entries if s == "other"]
+        other_ranks = []
+        for entry in others:
+            m = _RANK_VALUE.match(entry.get("rank", ""))
+            if m:
+                other_ranks.append(m.group(1))
+        error = root.get("error")
+        if error is None and message and not sig and "To enable traceback" not in message \
+                and not message.startswith("Traceback"):
+            error = message
+        return [
+            ("name", self.name),
+            ("rank", _int(rank.group(1)) if rank else None),
+            ("local_rank", _int(rank.group(2)) if rank and rank.group(2) else None),
+            ("exitcode", exitcode),
+            ("pid", _int(code.group(2)) if code and code.group(2) else None),
+            ("signal", signal),
+            ("host", root.get("host")),
+            ("failure_time", root.get("time")),
+            ("error_file", root.get("error_file")),
+            ("error", error),
+            ("other_ranks", ",".join(other_ranks)),
+            ("failures", len(others) + (1 if root else 0)),
+            ("complete", self.done),
+        ]
+
+
+def child_time(value: str | None) -> tuple[int, ...] | None:
+    """(Y, M, D, h, m, s) from the report's ISO time "2026-05-21_18:37:16"."""
+    m = _CHILD_TIME.search(value or "")
+    return tuple(int(g) for g in m.groups()) if m else None
+
+
+def child_summary(fields: dict) -> str:
+    rank = fields.get("rank")
+    who = f"rank {rank}" if rank is not None else "a worker"
+    if fields.get("local_rank") is not None:
+        who += f" (local_rank {fields['local_rank']})"
+    if fields.get("host"):
+        who += f" on {fields['host']}"
+    signal = fields.get("signal")
+    exitcode = fields.get("exitcode")
+    if signal:
+        what = f"killed by {signal}"
+    elif exitcode is not None:
+        what = f"exited with code {exitcode}"
+    else:
+        what = "failed"
+    text = f"torchrun: {who} {what}"
+    if fields.get("pid") is not None:
+        text += f" (pid {fields['pid']})"
+    if fields.get("error"):
+        text += f": {fields['error']}"
+    others = fields.get("other_ranks")
+    if others:
+        text += f"; also failed: rank {others}" if "," not in others else f"; also failed: ranks {others}"
+    return text[:300]

@@ -1,0 +1,244 @@
+"""Pure parsers for GPU memory errors: PyTorch's CUDA OOM and the inference engines' start errors.
+
+Each parser takes one message (usually an exception line) and returns the parsed fields, or
+None when the text is not that error. Sizes come back in bytes (int), converted from the units
+PyTorch's ``format_size`` prints ("512 bytes", "1.50 KiB", "20.00 MiB", "13.91 GiB") as
+``int(value * unit)``, so "13.91 GiB" is ``int(13.91 * 2**30)``.
+
+The callers check a cheap substring first ("out of memory", "emory"); the regexes here only run
+on lines that already look like a memory error.
+"""
+
+from __future__ import annotations
+
+import re
+
+Fields = list[tuple[str, str | int | float | None]]
+
+_UNITS = {
+    "bytes": 1, "byte": 1, "b": 1,
+    "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+    # PyTorch's MPS allocator and some engines print decimal-looking names for binary units.
+    "kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40,
+}
+_SIZE = r"(\d+(?:\.\d+)?) ?(bytes|[KMGT]i?B)"
+
+
+def size_to_bytes(number: str, unit: str) -> int:
+    """``("13.91", "GiB")`` -> ``int(13.91 * 2**30)``."""
+    return int(float(number) * _UNITS[unit.lower()])
+
+
+def format_bytes(value: float | None) -> str:
+    """Bytes the way PyTorch prints them, so summaries read like the log ("13.91 GiB")."""
+    if value is None:
+        return "?"
+    size = float(value)
+    if size <= 1024:
+        return f"{int(size)} bytes"
+    for unit, scale in (("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30)):
+        if size <= scale * 1024 or unit == "GiB":
+            return f"{size / scale:.2f} {unit}"
+    return f"{size:.0f} bytes"  # unreachable; keeps type checkers calm
+
+
+def _size(regex: re.Pattern[str], text: str) -> int | None:
+    m = regex.search(text)
+    return size_to_bytes(m.group(1), m.group(2)) if m else None
+
+
+# -- PyTorch CUDA caching allocator ----------------------------------------------------------------
+# Current format (c10/cuda/CUDACachingAllocator.cpp), pieces in order:
+#   CUDA out of memory. Tried to allocate {X}. GPU {i} has a total capacity of {T} of which {F} is
+#   free. {proc_info}{allowed_info}Of the allocated memory {A} is allocated by PyTorch,
+#   {private_pool_msg}and {R} is reserved by PyTorch but unallocated. ...
+# proc_info repeats "Process {pid} has {X} memory in use. " or "Including non-PyTorch memory, this
+# process has {X} memory in use. "; allowed_info is "{X} allowed; "; private_pool_msg is
+# "with {X} allocated in private pools (e.g., CUDA Graphs), ". PyTorch 2.1 printed "capacty".
+# Older format: "... Tried to allocate {X} (GPU {d}; {T} total capacity; {A} already allocated;
+# {F} free; [{X} allowed; ]{R} reserved in total by PyTorch)"; before that "{R} cached)".
+# Every clause is matched on its own so a version that drops or adds one still parses.
+_TRIED = re.compile(r"Tried to allocate " + _SIZE)
+_CUR_GPU = re.compile(r"GPU (\d+) has a total capac\w* of " + _SIZE + r" of which " + _SIZE + r" is free")
+_PROC = re.compile(r"Process (\d+) has " + _SIZE + r" memory in use")
+_THIS_PROC = re.compile(r"this process has " + _SIZE + r" memory in use")
+_ALLOWED = re.compile(_SIZE + r" allowed;")
+_ALLOCATED = re.compile(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch")
+_PRIVATE = re.compile(r"with " + _SIZE + r" allocated in private pools")
+_RESERVED_UNALLOC = re.compile(_SIZE + r" is reserved by PyTorch but unallocated")
+_OLD_GPU = re.compile(r"\(GPU (\d+); " + _SIZE + r" total capacity")
+_OLD_ALLOCATED = re.compile(_SIZE + r" already allocated")
+_OLD_FREE = re.compile(r"; " + _SIZE + r" free")
+_OLD_RESERVED = re.compile(_SIZE + r" (?:reserved in total by PyTorch|cached)\)")
+_EXC_BEFORE = re.compile(r"([A-Za-z_][\w.]*(?:Error|Exception))(?:\([\w.]*\))?: *(?:CUDA|$)")
+_CUDA_ERROR_DEVICE = re.compile(r"\bdevice[ :=]+(\d+)")
+
+
+def _exception_name(text: str, at: int) -> str | None:
+    """The exception class printed just before the OOM message ("torch.OutOfMemoryError")."""
+    m = _EXC_BEFORE.search(text, max(0, at - 120), at + 4)
+    return m.group(1) if m else None
+
+
+def parse_cuda_oom(text: str) -> Fields | None:
+    """Fields of a PyTorch CUDA OOM message, or None when ``text`` holds none.
+
+    ``format`` is "current", "old", or "cuda-error" for the CUDA runtime's own
+    ``CUDA error: out of memory`` (no numbers; raised outside the caching allocator).
+    """
+    at = text.find("CUDA out of memory")
+    if at < 0:
+        at = text.find("CUDA error: out of memory")
+        if at < 0:
+            return None
+        m = _CUDA_ERROR_DEVICE.search(text, at)
+        return [("format", "cuda-error"), ("exception", _exception_name(text, at)),
+                ("gpu", int(m.group(1)) if m else None)]
+    msg = text[at:at + 4096]  # the message is ~500 chars; a flood of process clauses stays bounded
+    fields: Fields = [("exception", _exception_name(text, at)), ("requested", _size(_TRIED, msg))]
+    cur = _CUR_GPU.search(msg)
+    if cur:
+        fields += [
+            ("format", "current"),
+            ("gpu", int(cur.group(1))),
+            ("capacity", size_to_bytes(cur.group(2), cur.group(3))),
+            ("free", size_to_bytes(cur.group(4), cur.group(5))),
+            ("allocated", _size(_ALLOCATED, msg)),
+            ("reserved_unallocated", _size(_RESERVED_UNALLOC, msg)),
+        ]
+        others = [(int(m.group(1)), size_to_bytes(m.group(2), m.group(3))) for m in _PROC.finditer(msg)]
+        if others:
+            fields += [
+                ("process_usage", ",".join(f"{pid}:{used}" for pid, used in others)),
+                ("others_count", len(others)),
+                ("others_bytes", sum(used for _, used in others)),
+            ]
+        this = _size(_THIS_PROC, msg)
+        if this is not None:
+            fields.append(("this_process", this))
+        allowed = _size(_ALLOWED, msg)
+        if allowed is not None:
+            fields.append(("allowed", allowed))
+        private = _size(_PRIVATE, msg)
+        if private is not None:
+            fields.append(("private_pools", private))
+        return fields
+    old = _OLD_GPU.search(msg)
+    if old:
+        fields += [
+            ("format", "old"),
+            ("gpu", int(old.group(1))),
+            ("capacity", size_to_bytes(old.group(2), old.group(3))),
+            ("free", _size(_OLD_FREE, msg)),
+            ("allocated", _size(_OLD_ALLOCATED, msg)),
+            ("reserved_total", _size(_OLD_RESERVED, msg)),
+        ]
+        allowed = _size(_ALLOWED, msg)
+        if allowed is not None:
+            fields.append(("allowed", allowed))
+        return fields
+    # "CUDA out of memory." with no numbers (cut line, or a framework's own wording).
+    fields.append(("format", "unknown"))
+    return fields
+
+
+def cuda_oom_summary(fields: dict) -> str:
+    """"CUDA OOM on GPU 0: tried to allocate 13.91 GiB, 8.85 GiB free of 79.11 GiB; ..."."""
+    gpu = fields.get("gpu")
+    where = f" on GPU {gpu}" if gpu is not None else ""
+    if fields.get("format") == "cuda-error":
+        return f"CUDA error: out of memory{where}"
+    parts = []
+    if fields.get("requested") is not None:
+        parts.append(f"tried to allocate {format_bytes(fields['requested'])}")
+    if fields.get("capacity") is not None:
+        parts.append(f"{format_bytes(fields.get('free'))} free of {format_bytes(fields['capacity'])}")
+    text = f"CUDA OOM{where}"
+    if parts:
+        text += ": " + ", ".join(parts)
+    count = fields.get("others_count")
+    if count:
+        pids = str(fields.get("process_usage") or "").split(",")
+        who = f"process {pids[0].split(':')[0]}" if count == 1 else f"{count} processes"
+        text += f"; {who} hold{'s' if count == 1 else ''} {format_bytes(fields.get('others_bytes'))}"
+    return text
+
+
+# -- inference engines at start ---------------------------------------------------------------------
+# vLLM (vllm/worker and vllm/v1/worker, vllm/v1/core/kv_cache_utils.py):
+#   ValueError: Free memory on device cuda:0 (12.18/23.56 GiB) on startup is less than desired GPU
+#     memory utilization (0.92, 21.67 GiB). Decrease GPU memory utilization or ...
+#   ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` ...
+#   ValueError: To serve at least one request with the model's max seq len (32768), (16.00 GiB KV
+#     cache is needed, which is larger than the available KV cache memory (4.85 GiB). Based on the
+#     available memory, the estimated maximum model length is 9936. ...
+# SGLang (model_runner / pool configurator):
+#   RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.
+#     [Current value: mem_fraction_static=0.8]
+_VLLM_FREE = re.compile(
+    r"Free memory on device ?([\w:]*) ?\((\d+(?:\.\d+)?)/(\d+(?:\.\d+)?) ([KMGT]i?B)\) on startup is "
+    r"less than desired GPU memory utilization \((\d+(?:\.\d+)?), (\d+(?:\.\d+)?) ([KMGT]i?B)\)")
+_VLLM_KV = re.compile(
+    r"max seq len \((\d+)\), \(?" + _SIZE + r" KV cache is needed, which is larger than the "
+    r"available KV cache memory \(" + _SIZE + r"\)")
+_VLLM_EST = re.compile(r"estimated maximum model length is (\d+)")
+_SGLANG_FRACTION = re.compile(r"mem_fraction_static=(\d+(?:\.\d+)?)")
+
+ENGINE_MARKERS = (
+    "Free memory on device",
+    "No available memory for the cache blocks",
+    "KV cache is needed, which is larger than the available KV cache memory",
+    "Not enough memory. Please try to increase --mem-fraction-static",
+)
+
+
+def parse_engine_oom(text: str) -> Fields | None:
+    """Fields of a vLLM / SGLang start-up memory error, or None."""
+    if "Free memory on device" in text:
+        m = _VLLM_FREE.search(text)
+        if not m:
+            return None
+        unit = m.group(4)
+        return [
+            ("engine", "vllm"), ("reason", "free-memory-at-start"), ("device", m.group(1) or None),
+            ("free", size_to_bytes(m.group(2), unit)), ("total", size_to_bytes(m.group(3), unit)),
+            ("utilization", float(m.group(5))), ("desired", size_to_bytes(m.group(6), m.group(7))),
+        ]
+    if "No available memory for the cache blocks" in text:
+        return [("engine", "vllm"), ("reason", "no-cache-blocks")]
+    if "KV cache is needed, which is larger than the available KV cache memory" in text:
+        m = _VLLM_KV.search(text)
+        est = _VLLM_EST.search(text)
+        fields: Fields = [("engine", "vllm"), ("reason", "kv-cache-too-small")]
+        if m:
+            fields += [("max_model_len", int(m.group(1))),
+                       ("needed", size_to_bytes(m.group(2), m.group(3))),
+                       ("available", size_to_bytes(m.group(4), m.group(5)))]
+        fields.append(("estimated_max_len", int(est.group(1)) if est else None))
+        return fields
+    if "Not enough memory. Please try to increase --mem-fraction-static" in text:
+        m = _SGLANG_FRACTION.search(text)
+        return [("engine", "sglang"), ("reason", "mem-fraction-static"),
+                ("mem_fraction_static", float(m.group(1)) if m else None)]
+    return None
+
+
+def engine_oom_summary(fields: dict) -> str:
+    reason = fields.get("reason")
+    if reason == "free-memory-at-start":
+        device = f" on {fields['device']}" if fields.get("device") else ""
+        return (f"vLLM could not start: {format_bytes(fields.get('free'))} free of "
+                f"{format_bytes(fields.get('total'))}{device}, gpu_memory_utilization "
+                f"{fields.get('utilization')} wants {format_bytes(fields.get('desired'))}")
+    if reason == "no-cache-blocks":
+        return "vLLM could not start: no GPU memory left for the KV cache blocks"
+    if reason == "kv-cache-too-small":
+        text = "vLLM could not start: the KV cache does not fit one request of max_model_len"
+        if fields.get("needed") is not None:
+            text = (f"vLLM could not start: one request of max_model_len {fields.get('max_model_len')}"
+                    f" needs {format_bytes(fields['needed'])} of KV cache, "
+                    f"{format_bytes(fields.get('available'))} available")
+        return text
+    frac = fields.get("mem_fraction_static")
+    return "SGLang could not start: not enough memory for the KV cache pool" + (
+        f" (mem_fraction_static={frac})" if frac is not None else "")
