@@ -32,6 +32,10 @@ def _add_source_options(p: argparse.ArgumentParser, sub: bool = True) -> None:
     g.add_argument("--pid", metavar="PID", type=int, action="append",
                    default=dflt if sub else [],
                    help="this process and its children (repeatable)")
+    g.add_argument("--log", metavar="PATH_OR_GLOB", action="append",
+                   default=dflt if sub else [],
+                   help="also follow these log files (repeatable; quote globs). The ranks' "
+                        "stdout/stderr files are found without it")
 
 
 def _add_config_option(p: argparse.ArgumentParser, sub: bool = True) -> None:
@@ -86,6 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="lowest severity that makes the exit code 1 (default critical)")
     dg.add_argument("--duration", type=float, default=1.0,
                     help="seconds to sample live sources (default 1; sustained checks need more)")
+    dg.add_argument("--now", metavar="TIME",
+                    help="what 'now' is for stall checks on logs read offline: POSIX seconds "
+                         "or an ISO time such as 2026-03-01T12:00:00 (default: the time of "
+                         "this run)")
     dg.add_argument("--demo", metavar="SCENARIO",
                     help="diagnose a demo job started for the purpose (try it without a job)")
     dg.add_argument("--ranks", type=int, default=4, help="demo ranks (with --demo)")
@@ -108,6 +116,19 @@ def _settings(args: argparse.Namespace):
         return config.load(path), path
     except config.ConfigError as exc:
         raise UsageError(f"config error: {exc}") from None
+
+
+def _parse_now(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    from datetime import datetime
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise UsageError(f"--now {text!r}: expected POSIX seconds or an ISO time such as "
+                         "2026-03-01T12:00:00") from None
 
 
 def _source_args(args: argparse.Namespace) -> tuple[str | None, list[int]]:
@@ -151,11 +172,15 @@ def _run_app(bundle, settings, config_path) -> int:
     os._exit(EXIT_OK)
 
 
+def _logs(args: argparse.Namespace) -> list[str]:
+    return list(getattr(args, "log", None) or [])
+
+
 def cmd_watch(args: argparse.Namespace) -> int:
     settings, path = _settings(args)
     match, pids = _source_args(args)
     from rltui.sources.bundle import live_bundle
-    return _run_app(live_bundle(settings, match, pids), settings, path)
+    return _run_app(live_bundle(settings, match, pids, _logs(args)), settings, path)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -200,7 +225,7 @@ def _live_or_demo_bundle(args: argparse.Namespace, settings):
         job = _start_demo(args.demo, args.ranks)
         return demo_bundle(settings, job)
     match, pids = _source_args(args)
-    return live_bundle(settings, match, pids)
+    return live_bundle(settings, match, pids, _logs(args))
 
 
 def cmd_record(args: argparse.Namespace) -> int:
@@ -245,6 +270,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     else:
         if args.duration < 0:
             raise UsageError("--duration must not be negative")
+        now = _parse_now(args.now) if args.now else None
         from rltui.sources.bundle import run_schedule
         bundle = _live_or_demo_bundle(args, settings)
         monitor = Monitor(host=bundle.host, job=bundle.job, thresholds=settings.thresholds,
@@ -252,14 +278,16 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
         def fold(reading):
             monitor.ingest(reading)
-            monitor.evaluate(time.time())
+            monitor.observe(time.time())
 
         try:
             run_schedule(bundle.specs, args.duration, fold)
         finally:
             bundle.close()
-        result = monitor.evaluate(time.time())
-        notes, mode, now_source = [], "live", "clock"
+        if now is not None:
+            monitor.tracker.now_source = f"--now {args.now}"
+        result = monitor.evaluate(now if now is not None else time.time())
+        notes, mode, now_source = [], "live", "--now" if now is not None else "clock"
     snap, diagnosis = result
     if notes:
         from dataclasses import replace

@@ -28,6 +28,7 @@ class ConfigError(ValueError):
 class Cadence:
     gpus: float = 1.0  # seconds between NVML polls
     procs: float = 1.0  # seconds between process scans
+    logs: float = 1.0  # seconds between reads of the followed log files
     ui: float = 1.0  # seconds between snapshot/diagnosis updates of the screen
 
 

@@ -57,18 +57,60 @@ class Bundle:
             self.recorder.close()
 
 
-def live_bundle(settings, match: str | None = None, pids: Sequence[int] = ()) -> Bundle:
+class RememberProcs:
+    """Wraps the process source and remembers every job process it has reported, so the log
+    source can follow the ranks' stdout/stderr files, including those of ranks that exited."""
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self.name = source.name
+        self._files: dict[str, tuple[int | None, int]] = {}
+        self._lock = threading.Lock()
+
+    def poll(self) -> Reading:
+        reading = self.source.poll()
+        procs = getattr(reading.payload, "procs", ())
+        with self._lock:
+            for p in procs:
+                for path in (p.stdout_path, p.stderr_path):
+                    if path:
+                        self._files[path] = (p.rank, p.pid)
+        return reading
+
+    def log_files(self) -> list[tuple[str, int | None, int | None]]:
+        with self._lock:
+            return [(path, rank, pid) for path, (rank, pid) in self._files.items()]
+
+    def close(self) -> None:
+        self.source.close()
+
+
+def log_source(settings, procs: RememberProcs | None, globs: Sequence[str] = ()) -> Source:
+    from rltui.parsing.steps import compile_custom
+    from rltui.sources.logs import LogSource
+
+    logs = settings.logs
+    parsers = [compile_custom(p.name, p.regex, dict(p.metrics)) for p in logs.parsers]
+    return LogSource(globs=tuple(logs.paths) + tuple(globs),
+                     discover=procs.log_files if procs else None,
+                     step_format=logs.format, custom_parsers=parsers,
+                     completion_patterns=logs.completion_patterns)
+
+
+def live_bundle(settings, match: str | None = None, pids: Sequence[int] = (),
+                logs: Sequence[str] = ()) -> Bundle:
     from rltui.sources.nvml import NvmlSource
     from rltui.sources.procs import ProcSource
 
     nvml = NvmlSource()
-    procs = ProcSource(match=match, pids=tuple(pids), gpu_map=nvml.gpu_pid_map,
-                       include_children=bool(pids))
+    procs = RememberProcs(ProcSource(match=match, pids=tuple(pids), gpu_map=nvml.gpu_pid_map,
+                                     include_children=bool(pids)))
     job = f"--match {match}" if match else (f"--pid {' '.join(map(str, pids))}" if pids
                                              else "ranks found by environment")
     return Bundle(mode="live", job=job, specs=[
         SourceSpec(nvml, settings.cadence.gpus),
         SourceSpec(procs, settings.cadence.procs),
+        SourceSpec(log_source(settings, procs, logs), settings.cadence.logs),
     ])
 
 
@@ -78,10 +120,11 @@ def demo_bundle(settings, job) -> Bundle:
     from rltui.sources.simgpu import SimGpuSource
 
     gpus = SimGpuSource(job)
-    procs = ProcSource(pids=tuple(job.pids), gpu_map=gpus.gpu_pid_map)
+    procs = RememberProcs(ProcSource(pids=tuple(job.pids), gpu_map=gpus.gpu_pid_map))
     return Bundle(mode="demo", job=f"demo: {job.scenario} ({len(job.pids)} ranks)", specs=[
         SourceSpec(gpus, settings.cadence.gpus),
         SourceSpec(procs, settings.cadence.procs),
+        SourceSpec(log_source(settings, procs), settings.cadence.logs),
     ], closers=[job.stop])
 
 
