@@ -238,6 +238,11 @@ def _parsers(node: yaml.Node, name: str) -> tuple[CustomParserSpec, ...]:
                                   "metrics: expected a mapping of regex group -> metric name")
             for k, v in _pairs(mnode, name, f"logs.parsers[{pname}].metrics."):
                 metrics.append((k.value, _scalar(v, str, name, f"metrics.{k.value}")))
+        try:
+            from rltui.parsing.steps import compile_custom
+            compile_custom(pname, regex, dict(metrics))
+        except ValueError as exc:
+            raise ConfigError(f"{name} line {line}: {exc}") from None
         out.append(CustomParserSpec(pname, regex, tuple(metrics)))
     return tuple(out)
 

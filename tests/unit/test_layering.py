@@ -27,6 +27,7 @@ PURE_MODULES = [
     "rltui.parsing.distfail",
     "rltui.parsing.noise",
     "rltui.parsing.steps",
+    "rltui.parsing.frameworks",
 ]
 FORBIDDEN = ["textual", "rich", "pynvml", "psutil", "subprocess"]
 

@@ -1,0 +1,157 @@
+"""Strip the noise that launchers and terminals add to training log lines.
+
+Pure and total: every function here accepts any ``str`` and never raises. Lines reach the
+parsers only after ``strip_noise`` so that step and event patterns can be written against
+what the framework itself printed, whatever wrapped it (torchrun, Ray, AReaL's merged log,
+a tqdm bar sharing the line).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# CSI (colours, cursor moves), OSC (titles, hyperlinks; ended by BEL or ST), DCS/PM/APC
+# strings, and two-byte escapes. A line cut mid-sequence leaves an unterminated escape at
+# its end; that is removed too so no stray ESC reaches the screen.
+_ANSI = re.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*(?:[@-~]|$)"
+    r"|\][^\x07\x1b]*(?:\x07|\x1b\\|$)"
+    r"|[PX^_][^\x1b]*(?:\x1b\\|$)"
+    r"|[ -/]*[0-~])?"  # ...and a lone ESC is dropped whatever follows it
+    r"|\x9b[0-?]*[ -/]*[@-~]"
+)
+
+# torchrun --tee / --role prefixes: "[rank3]:" (newer) and "[default0]:" (role + local rank).
+# No space follows: the original line (maybe indented) starts right after the colon.
+_RANK = re.compile(r"\[(?:rank|default)(\d{1,7})\]:")
+
+# Ray's log monitor prefixes worker output with the actor or task and its pid, the node ip
+# when it is not the driver's, and a custom repr when the actor defines one. Ray's own
+# daemons appear by name. "(AReaL)" must not match: it is AReaL's header, not a Ray prefix.
+_RAY = re.compile(
+    r"\((?P<actor>[^()\s,]+(?:\([^()]*\))?)?\s?pid=(?P<pid>\w{1,12})(?:,[^()]*)?\) ?"
+    r"|\((?P<daemon>raylet|gcs_server|autoscaler|monitor|dashboard|log_monitor)(?:,[^()]*)?\) ?"
+)
+
+# AReaL merged.log: ``f"[{role}]".ljust(10)`` in front of every line of every role. The pad
+# to exactly 10 columns is what tells it from tags like "[titan] " or "[AReaL] "; roles are
+# lower-case scheduler names, which keeps "[INFO]    " and "[WorkerDict]..." out.
+_ROLE = re.compile(r"\[(?P<role>[a-z][a-z0-9_.@-]{0,40})\]")
+_ROLE_WIDTH = 10
+
+# Ray's log deduplication suffix.
+_REPEATED = re.compile(r"\[repeated (\d{1,9})x across cluster\]\s*$")
+
+_MAX_PREFIXES = 6  # prefixes nest (role, then Ray, then rank); more is not a prefix chain
+
+
+@dataclass(frozen=True, slots=True)
+class Cleaned:
+    """A log line as the framework printed it, plus what the wrappers said about it."""
+
+    text: str
+    rank: int | None = None  # torchrun [rankN]: / [defaultN]: prefix
+    actor: str | None = None  # Ray actor/task ("WorkerDict", "pid=12") or AReaL role ("actor")
+    repeated: int | None = None  # Ray "[repeated Nx across cluster]"
+
+
+def _strip_prefixes(text: str, rank: int | None, actor: str | None):
+    """Remove leading wrapper prefixes in any order; the innermost actor name wins."""
+    for _ in range(_MAX_PREFIXES):
+        if not text or text[0] not in "[(":
+            break
+        m = _RANK.match(text)
+        if m:
+            rank = int(m.group(1))
+            text = text[m.end():]
+            continue
+        m = _RAY.match(text)
+        if m:
+            name = m.group("actor") or m.group("daemon")
+            actor = name if name else f"pid={m.group('pid')}"
+            text = text[m.end():]
+            continue
+        m = _ROLE.match(text)
+        if m:
+            end = m.end()
+            if end < _ROLE_WIDTH:
+                pad = _ROLE_WIDTH - end
+                if text[end:end + pad] != " " * pad:
+                    break
+                end += pad
+            actor = m.group("role")
+            text = text[end:]
+            continue
+        break
+    return text, rank, actor
+
+
+def _last_redraw(text: str) -> str:
+    """The final state of a line that carriage returns redrew (tqdm): its last non-blank part."""
+    parts = text.split("\r")
+    for part in reversed(parts):
+        if part.strip():
+            return part
+    return ""
+
+
+def strip_noise(raw: str) -> Cleaned:
+    """Remove ANSI escapes, tqdm redraws, torchrun/Ray/AReaL prefixes and Ray's repeat suffix."""
+    text = raw.removesuffix("\n")
+    if "\x1b" in text or "\x9b" in text:
+        text = _ANSI.sub("", text)
+    if text.endswith("\r"):  # CRLF line end, not a redraw
+        text = text.rstrip("\r")
+    rank: int | None = None
+    actor: str | None = None
+    if text[:1] in ("[", "("):
+        text, rank, actor = _strip_prefixes(text, rank, actor)
+    if "\r" in text:
+        text = _last_redraw(text)
+        if text[:1] in ("[", "("):
+            text, rank, actor = _strip_prefixes(text, rank, actor)
+    repeated: int | None = None
+    if "x across cluster]" in text[-48:]:
+        m = _REPEATED.search(text, len(text) - 64)  # only the tail: no rescans of a long line
+        if m:
+            repeated = int(m.group(1))
+            text = text[:m.start()].rstrip()
+    return Cleaned(text, rank, actor, repeated)
+
+
+# Level words are looked for near the start of a line (where loggers put them); long lines
+# are only examined this far so one 1 MB line cannot stall the log pane.
+_LEVEL_SCAN = 4096
+
+_ERROR = re.compile(
+    r"\b(?:ERROR|CRITICAL|FATAL)\b"
+    r"|Traceback \(most recent call last\)"
+    r"|CUDA out of memory"
+    r"|Watchdog caught collective operation timeout"
+    # an exception line: "RuntimeError: ...", "torch.OutOfMemoryError: ...",
+    # "ray.exceptions.RayTaskError(ValueError): ...", a bare "KeyboardInterrupt"
+    r"|^\s*[A-Za-z_][\w.]*(?:Error|Exception)(?:\([\w.]*\))?(?::|\s*$)"
+    # c10/glog severity letter E: "[E603 17:48:01.005 ProcessGroupNCCL.cpp:632]", "[E socket.cpp:42]"
+    r"|^\[?E\d{3,4} \d\d:\d\d:\d\d|^\[E [\w.]+:\d+\]"
+)
+_WARNING = re.compile(
+    r"\b(?:WARNING|WARN)\b|\b\w*Warning: "
+    r"|^\[?W\d{3,4} \d\d:\d\d:\d\d|^\[W [\w.]+:\d+\]"
+)
+
+# Cheap substring guards: most lines contain none of these, and ``in`` runs at memory speed.
+_ERROR_HINTS = ("ERROR", "CRITICAL", "FATAL", "Traceback", "CUDA out of memory", "Watchdog",
+                "Error", "Exception")
+_WARNING_HINTS = ("WARN", "Warning")
+
+
+def level_of(text: str) -> str:
+    """"error", "warning" or "" for a cleaned line, from its level word or its content."""
+    head = text[:_LEVEL_SCAN]
+    first = head.lstrip("[ ")[:1]  # a c10/glog severity letter sits at the line start
+    if (first == "E" or any(h in head for h in _ERROR_HINTS)) and _ERROR.search(head):
+        return "error"
+    if (first == "W" or any(h in head for h in _WARNING_HINTS)) and _WARNING.search(head):
+        return "warning"
+    return ""
