@@ -9,7 +9,7 @@ def dump_all_ranks(procs: tuple[ProcInfo, ...]) -> str:
     pids = " ".join(str(p.pid) for p in procs[:16]) or "PID ..."
     more = " ..." if len(procs) > 16 else ""
     return (f"Dump every rank, not one: for p in {pids}{more}; do py-spy dump --pid $p; done "
-            "(or press d in rltui) and compare who waits for whom.")
+            "and compare who waits for whom.")
 
 
 CHECK_LOG_ADVANCING = "Check whether each rank's log still advances (a hang, not slowness)."
