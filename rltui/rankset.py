@@ -31,3 +31,9 @@ def expand(text: str) -> list[int]:
         else:
             out.append(int(lo))
     return sorted(set(out))
+
+
+def label(ranks: Iterable[int | None]) -> str:
+    """"rank 3" or "ranks 0-2,5": the compact set with the right noun."""
+    values = {r for r in ranks if r is not None}
+    return f"{'rank' if len(values) == 1 else 'ranks'} {compact(values)}"

@@ -8,7 +8,7 @@ from rltui.diagnosis import playbook
 from rltui.diagnosis.logs import _events, last_error, ref
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import NodeSnapshot, Symptom
-from rltui.rankset import compact
+from rltui.rankset import label as rank_label
 
 
 def rank_exited(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
@@ -40,11 +40,11 @@ def rank_exited(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
     for log, e in _events(snap, ["child-failed"])[:4]:
         evidence.append(f"{ref(log, e)}: {e.summary}")
     alive_ranks = [p.rank for p in alive if p.rank is not None]
-    evidence.append(f"still running: ranks {compact(alive_ranks) or '-'} "
+    evidence.append(f"still running: {rank_label(alive_ranks) if alive_ranks else '-'} "
                     f"(pids {', '.join(str(p.pid) for p in alive[:8])}"
                     f"{', ...' if len(alive) > 8 else ''})")
     gone_ranks = tuple(sorted(d.rank for d in gone if d.rank is not None))
-    label = f"rank {compact(gone_ranks)}" if gone_ranks else f"{len(gone)} job process(es)"
+    label = rank_label(gone_ranks) if gone_ranks else f"{len(gone)} job process(es)"
     return [Symptom(
         id="rank-exited",
         severity="critical",
@@ -72,7 +72,7 @@ def _from_child_failed(snap: NodeSnapshot) -> list[Symptom]:
         error = last_error(snap, r, None)
         if error and "child-failed" not in error:
             evidence.append(f"rank {r}'s last error: {error}")
-    label = f"rank {compact(ranks)}" if ranks else "a rank"
+    label = rank_label(ranks) if ranks else "a rank"
     return [Symptom(
         id="rank-exited",
         severity="critical",

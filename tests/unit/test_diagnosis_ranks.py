@@ -88,7 +88,7 @@ def test_only_ranks_past_grace_are_reported():
     (s,) = check(100.0, alive(0), [exited(1, 90.0), exited(2, 99.0), exited(3, 80.0)])
     assert s.ranks == (1, 3)
     assert s.since == 80.0
-    assert s.title.startswith("rank 1,3 exited")
+    assert s.title.startswith("ranks 1,3 exited")
     assert not any(e.startswith("rank 2") for e in s.evidence)
 
 
