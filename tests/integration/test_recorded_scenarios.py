@@ -13,8 +13,9 @@ SCENARIOS = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"
 @pytest.mark.parametrize("name, verdict, symptoms", [
     ("demo-healthy", "healthy", []),
     ("demo-rank-exit", "critical", [("rank-exited", [3])]),
-    ("demo-oom", "critical", [("rank-exited", [3])]),
-    ("demo-zero-step-completion", "critical", [("rank-exited", [1, 2, 3])]),
+    ("demo-oom", "critical", [("cuda-oom", [3]), ("rank-exited", [3])]),
+    ("demo-zero-step-completion", "critical", [("rank-exited", [1, 2, 3]),
+                                               ("zero-step-completion", [0])]),
 ])
 def test_recorded_demo_diagnosis(name, verdict, symptoms):
     out = subprocess.run([sys.executable, "-m", "rltui", "diagnose", "--replay",
@@ -26,12 +27,23 @@ def test_recorded_demo_diagnosis(name, verdict, symptoms):
     assert [(s["id"], s["ranks"]) for s in doc["symptoms"]] == symptoms
     assert doc["gpu_simulated"] is True and all(g["simulated"] for g in doc["gpus"])
     assert doc["now_source"] == "recording"
+    assert [log["rank"] for log in doc["logs"]] == [0, 1, 2, 3]
+    assert all(log["format"] in ("verl", "unknown") for log in doc["logs"])
+
+
+def test_recorded_rank_exit_cites_the_traceback_with_file_and_line():
+    out = subprocess.run([sys.executable, "-m", "rltui", "diagnose", "--replay",
+                          str(SCENARIOS / "demo-rank-exit"), "--json"], capture_output=True,
+                         text=True, check=False, timeout=60)
+    (exited,) = [s for s in json.loads(out.stdout)["symptoms"] if s["id"] == "rank-exited"]
+    cited = [e for e in exited["evidence"] if "last error" in e]
+    assert cited and "rank3.log:" in cited[0] and "RuntimeError" in cited[0]
 
 
 def test_recordings_hold_no_secrets_or_local_paths():
     for path in SCENARIOS.glob("*/readings.jsonl"):
         text = path.read_text()
-        assert "/tmp/" not in text, path
+        assert "/tmp/" not in text and "/work/" not in text, path
         for row in map(json.loads, text.splitlines()):
             if row["source"] == "procs" and row["payload"]:
                 for proc in row["payload"]["procs"]:
