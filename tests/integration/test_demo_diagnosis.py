@@ -1,0 +1,46 @@
+"""`rltui diagnose --demo`: a real demo job, real processes and logs, diagnosed headless."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def diagnose(tmp_path, scenario, duration, config=""):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(config)
+    out = subprocess.run([sys.executable, "-m", "rltui", "--config", str(cfg), "diagnose",
+                          "--demo", scenario, "--duration", str(duration), "--json"],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode in (0, 1), out.stderr
+    return json.loads(out.stdout)
+
+
+def test_stall_is_steps_stalled_with_the_hung_not_slow_evidence(tmp_path):
+    """Every rank waits in the same all_reduce: steps stop, processes live, CPU and GPUs idle."""
+    doc = diagnose(tmp_path, "stall", 10, "thresholds:\n  stall_floor_s: 3\n")
+    (stalled,) = [s for s in doc["symptoms"] if s["id"] == "steps-stalled"]
+    assert stalled["severity"] == "critical" and stalled["ranks"] == [0, 1, 2, 3]
+    evidence = "\n".join(stalled["evidence"])
+    assert "idle on CPU" in evidence and "their GPUs are idle" in evidence
+    assert "now = " in evidence
+    assert all(log["steps_seen"] >= 1 and log["format"] == "verl" for log in doc["logs"])
+
+
+def test_healthy_demo_is_not_stalled(tmp_path):
+    doc = diagnose(tmp_path, "healthy", 6, "thresholds:\n  stall_floor_s: 3\n")
+    assert doc["verdict"] == "healthy", doc["symptoms"]
+    assert all(log["steps_seen"] >= 2 for log in doc["logs"])
+
+
+def test_zero_step_completion_on_the_demo(tmp_path):
+    doc = diagnose(tmp_path, "zero-step-completion", 8)
+    ids = {s["id"]: s for s in doc["symptoms"]}
+    assert "zero-step-completion" in ids
+    zero = ids["zero-step-completion"]
+    assert zero["ranks"] == [0]
+    assert any("still alive" in e for e in zero["evidence"])
+    assert any("Training completes" in e or "training completes" in e for e in zero["evidence"])
