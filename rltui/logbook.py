@@ -64,12 +64,13 @@ class LogBook:
         self.seq = 0
         self.unmatched: tuple[str, ...] = ()
 
-    def apply(self, poll: LogPoll) -> None:
+    def apply(self, poll: LogPoll, timestamp: float | None = None) -> None:
+        """``timestamp``: when the reading was taken (the arrival of lines that carry none)."""
         self.unmatched = poll.unmatched
         for update in poll.files:
-            self._apply(update)
+            self._apply(update, timestamp)
 
-    def _apply(self, u: LogUpdate) -> None:
+    def _apply(self, u: LogUpdate, timestamp: float | None = None) -> None:
         f = self._files.get(u.path)
         if f is None:
             f = self._files[u.path] = _File(u.path)
@@ -101,9 +102,12 @@ class LogBook:
                 f.total_steps = step.total
         f.events.extend(u.events)
         arrivals = [s.arrival for s in u.steps] + [e.arrival for e in u.events]
-        if u.lines or arrivals:
-            latest = max(arrivals, default=f.last_line_arrival or 0.0)
-            f.last_line_arrival = max(latest, f.last_line_arrival or 0.0)
+        if u.lines and timestamp is not None:
+            arrivals.append(timestamp)
+        if arrivals:
+            latest = max(arrivals)
+            if f.last_line_arrival is None or latest > f.last_line_arrival:
+                f.last_line_arrival = latest
 
     def _shift(self, f: _File, shift: int) -> None:
         """The lines before a history window were counted: make earlier numbers absolute."""

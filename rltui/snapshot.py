@@ -60,7 +60,7 @@ class Tracker:
                 self._apply_procs(reading.payload.procs, reading.timestamp)
         elif reading.source == "logs":
             if isinstance(reading.payload, LogPoll):
-                self.logbook.apply(reading.payload)
+                self.logbook.apply(reading.payload, reading.timestamp)
         else:
             # Sources added by later issues (stacks) are kept for their own folds.
             self._extra[reading.source] = reading

@@ -83,15 +83,24 @@ def steps_stalled(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
     for log in snap.logs:
         if not log.steps_seen or log.last_step_time is None:
             continue
-        limit, median = stall_limit(log, th)
         age = snap.timestamp - log.last_step_time
+        if age <= th.stall_floor_s:
+            continue  # the limit is never below the floor: skip the median (hot with 512 logs)
+        if _finished(log):
+            continue  # a completion banner after the last step: ended, not stalled
+        limit, median = stall_limit(log, th)
         if age > limit:
             stalled.append((log, age, limit, median))
     if not stalled:
         return []
     evidence = []
     for log, age, limit, median in stalled:
-        typical = f"median step {median:.1f} s" if median else "one step seen"
+        if median:
+            typical = f"median step {median:.1f} s"
+        elif log.steps_seen > 1:
+            typical = f"{log.steps_seen} steps read at once, step time unknown"
+        else:
+            typical = "one step seen"
         evidence.append(f"{log.path}: last step {log.last_step} at {_clock(log.last_step_time)},"
                         f" {_ago(age)} ago ({typical}; limit {limit:.0f} s)")
     evidence.extend(_hung_or_slow(snap, th))
@@ -117,6 +126,11 @@ def steps_stalled(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
         ),
         since=min(log.last_step_time for log, *_ in stalled if log.last_step_time),
     )]
+
+
+def _finished(log: LogFileState) -> bool:
+    last = log.recent_steps[-1].line_no if log.recent_steps else 0
+    return any(e.kind == "completion" and e.line_no > last for e in log.events)
 
 
 def _hung_or_slow(snap: NodeSnapshot, th: Thresholds) -> list[str]:
@@ -207,12 +221,18 @@ def nccl_timeout(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
             f"{e.field('seq')}" + (f" timed out after {timeout / 1000:.0f} s"
                                    if isinstance(timeout, (int, float)) else "")
             + (f" (ran {ran / 1000:.0f} s)" if isinstance(ran, (int, float)) else ""))
-    seqs = {(e.field("op"), e.field("seq")) for _, e in found}
-    if len(seqs) == 1:
+    # A collective is its process group and sequence number: a rank's status line for the same
+    # work carries no op, so the op must not tell two reports of one collective apart.
+    ops: dict[tuple, set] = {}
+    for _, e in found:
+        ops.setdefault((e.field("pg"), e.field("seq")), set()).update(
+            [e.field("op")] if e.field("op") else [])
+    collectives = sum(max(1, len(o)) for o in ops.values())  # one seq, two ops: a mismatch
+    if collectives == 1:
         evidence.append("every timeout is at the same collective: points to the network or a "
                         "slow rank rather than diverging code (pattern C)")
     else:
-        evidence.append(f"{len(seqs)} different collectives timed out: ranks may be on "
+        evidence.append(f"{collectives} different collectives timed out: ranks may be on "
                         "different code paths (pattern B)")
     ranks = tuple(sorted({r for _, e in found if isinstance(r := e.field("rank"), int)}))
     return [Symptom(
@@ -283,17 +303,21 @@ def cuda_oom(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
     )]
 
 
+ERROR_KINDS = ("traceback", "failure", "child-failed", *OOM_KINDS)
+
+
 def last_error(snap: NodeSnapshot, rank: int | None, pid: int | None,
-               paths: Iterable[str | None] = ()) -> str | None:
+               paths: Iterable[str | None] = (), kinds: Iterable[str] = ERROR_KINDS) -> str | None:
     """The newest traceback/OOM/failure in the log of one rank, as ``file:line: summary``."""
     wanted = {p for p in paths if p}
+    kinds = set(kinds)
     best: tuple[float, str] | None = None
     for log in snap.logs:
         if not ((rank is not None and log.rank == rank) or (pid and log.pid == pid)
                 or log.path in wanted):
             continue
         for e in log.events:
-            if e.kind in ("traceback", "failure", "child-failed", *OOM_KINDS):
+            if e.kind in kinds:
                 key = (e.time or e.arrival, f"{ref(log, e)}: {e.summary}")
                 if best is None or key[0] >= best[0]:
                     best = key

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from rltui.diagnosis import playbook
-from rltui.diagnosis.logs import _events, last_error, ref
+from rltui.diagnosis.logs import ERROR_KINDS, _events, last_error, ref
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import NodeSnapshot, Symptom
 from rltui.rankset import label as rank_label
@@ -69,8 +69,9 @@ def _from_child_failed(snap: NodeSnapshot) -> list[Symptom]:
     ranks = tuple(sorted({r for _, e in found if isinstance(r := e.field("rank"), int)}))
     evidence = [f"{ref(log, e)}: {e.summary}" for log, e in found[:8]]
     for r in ranks:
-        error = last_error(snap, r, None)
-        if error and "child-failed" not in error:
+        # The rank's own exception, not torchrun's report of it (which is the effect).
+        error = last_error(snap, r, None, kinds=[k for k in ERROR_KINDS if k != "child-failed"])
+        if error:
             evidence.append(f"rank {r}'s last error: {error}")
     label = rank_label(ranks) if ranks else "a rank"
     return [Symptom(

@@ -33,8 +33,11 @@ from rltui.sources.base import Source, guarded_poll
 from rltui.sources.bundle import Bundle, SourceSpec
 from rltui.ui.commands import RltuiCommands
 from rltui.ui.messages import ReadingArrived, ReplayState, View
-from rltui.ui.screens import HelpScreen, MainScreen
+from rltui.ui.screens import HelpScreen, LogFileScreen, MainScreen
 from rltui.ui.themes import RltuiTheme, load_all, next_theme
+from rltui.ui.widgets.log_facts import log_index
+from rltui.ui.widgets.log_view import LogView, OpenLog
+from rltui.ui.widgets.rank_table import RankPane
 
 POLL_GROUP = "poll"
 MIN_INTERVAL = 0.05  # s; a zero interval in a config must not spin the event loop
@@ -64,6 +67,8 @@ class RltuiApp(App[int]):
                 tooltip="play slower"),
         Binding("e", "to_end", "End", id="rltui.replay.end",
                 tooltip="play to the end at once"),
+        Binding("l", "logs", "Logs", id="rltui.logs.show",
+                tooltip="go to the log pane (zoomed where the terminal is too short for it)"),
     ]
 
     def __init__(self, bundle: Bundle, settings: Settings,
@@ -81,7 +86,7 @@ class RltuiApp(App[int]):
         # Clocks are attributes so a test can replace them.
         self.clock: Callable[[], float] = time.time
         self.monotonic: Callable[[], float] = time.monotonic
-        self.main_screen = MainScreen()
+        self.main_screen = MainScreen(self.monitor.tracker.logbook)
         self.latest: View | None = None
         self.evaluated = asyncio.Event()
         self.evaluations = 0  # evaluations shown on screen
@@ -223,6 +228,8 @@ class RltuiApp(App[int]):
     def _show(self, view: View) -> None:
         self.latest = view
         self.main_screen.show(view)
+        if isinstance(self.screen, LogFileScreen):
+            self.screen.show(view)  # it catches up by sequence number if it missed some
 
     def _redraw(self) -> None:
         """Show the last evaluation again with the current mode, speed and palette."""
@@ -297,14 +304,55 @@ class RltuiApp(App[int]):
                                         self.palette))
 
     def help_bindings(self) -> list[Binding]:
-        """The app's bindings as the help screen lists them (replay keys marked)."""
+        """The app's bindings as the help screen lists them (replay keys marked), then the
+        keys of the log views and the rank table, which work while those have focus."""
         out = []
         for b in self.BINDINGS:
             assert isinstance(b, Binding)
             if b.action in REPLAY_ACTIONS:
                 b = replace(b, description=f"{b.description} (replay)")
             out.append(b)
+        for where, bindings in (("logs", LogView.BINDINGS), ("ranks", RankPane.BINDINGS)):
+            for b in bindings:
+                assert isinstance(b, Binding)
+                out.append(replace(b, description=f"{b.description} ({where})"))
         return out
+
+    # -- logs ---------------------------------------------------------------------------------
+    def action_logs(self) -> None:
+        screen = self.screen
+        if isinstance(screen, LogFileScreen):
+            screen.log_view.lines.focus()
+        elif isinstance(screen, MainScreen):
+            screen.reveal_logs()
+
+    def log_view(self) -> LogView | None:
+        """The log view a ``Logs:`` command acts on: the full-screen log when one is open,
+        else the pane's (brought into view)."""
+        screen = self.screen
+        if isinstance(screen, LogFileScreen):
+            return screen.log_view
+        if isinstance(screen, MainScreen):
+            screen.reveal_logs()
+            return screen.logs.log_view
+        return None
+
+    def on_open_log(self, message: OpenLog) -> None:
+        self.open_log(message.rank, message.path)
+
+    def open_log(self, rank: int | None, path: str | None = None) -> None:
+        """Open a rank's log (or one file's) full screen."""
+        if self.latest is None:
+            return
+        index = log_index(self.latest.snapshot)
+        if rank is not None and not index.files_of_rank(rank) and path is None:
+            if rank not in self.main_screen.logs.log_view.buffer.ranks:
+                self.notify(f"No log found for rank {rank}: its stdout/stderr are not files. "
+                            "Add it with --log PATH_OR_GLOB.", severity="warning")
+                return
+        if isinstance(self.screen, LogFileScreen):
+            self.pop_screen()
+        self.push_screen(LogFileScreen(self.monitor.tracker.logbook, rank, path, self.latest))
 
     def action_cycle_theme(self) -> None:
         self.set_theme(next_theme(self.theme))

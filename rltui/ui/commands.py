@@ -1,7 +1,9 @@
 """Command palette (ctrl+p): every action under a ``category: Action`` title.
 
 The palette runs the same actions as the keys, so a user who forgot a key can still find it;
-replay commands appear only while replaying.
+replay commands appear only while replaying. ``Logs:`` commands act on the full-screen log when
+one is open, else on the log pane (brought into view), and list one filter and one open command
+per rank that has a log.
 """
 
 from __future__ import annotations
@@ -37,7 +39,44 @@ def palette_commands(app: "RltuiApp") -> list[tuple[str, Callable[[], object], s
             ("Replay: Slower", app.action_slower, "Play slower (-)"),
             ("Replay: Jump to end", app.action_to_end, "Play to the end at once (e)"),
         ]
+    commands += log_commands(app)
     commands.append(("App: Quit", app.action_quit, "Quit rltui (q)"))
+    return commands
+
+
+def log_commands(app: "RltuiApp") -> list[tuple[str, Callable[[], object], str]]:
+    def on_logs(action: str, *args: object) -> Callable[[], None]:
+        def run() -> None:
+            view = app.log_view()
+            if view is not None:
+                getattr(view, f"action_{action}")(*args)
+        return run
+
+    def filter_rank(rank: int | None) -> Callable[[], None]:
+        def run() -> None:
+            view = app.log_view()
+            if view is not None:
+                view.set_rank_filter(rank)
+        return run
+
+    commands: list[tuple[str, Callable[[], object], str]] = [
+        ("Logs: Show", app.action_logs, "Go to the log pane (l)"),
+        ("Logs: Toggle follow", on_logs("toggle_follow"),
+         "New lines scroll the log to the end, or leave it where it is (f)"),
+        ("Logs: Errors only", on_logs("errors_only"),
+         "Only error lines and the tracebacks/OOM messages around them, or all lines (x)"),
+        ("Logs: Search", on_logs("search"), "Find text in the kept lines (/, then n / N)"),
+        ("Logs: Next error", on_logs("error", 1), "The next error, traceback or OOM (.)"),
+        ("Logs: Previous error", on_logs("error", -1),
+         "The previous error, traceback or OOM (,)"),
+        ("Logs: All ranks", filter_rank(None), "Show every rank's lines (< >)"),
+    ]
+    for rank in app.main_screen.logs.ranks():
+        commands.append((f"Logs: Filter rank {rank}", filter_rank(rank),
+                         f"Show only rank {rank}'s lines (< >)"))
+        commands.append((f"Logs: Open rank {rank} log",
+                         lambda rank=rank: app.open_log(rank),
+                         f"Rank {rank}'s log full screen (o)"))
     return commands
 
 

@@ -27,8 +27,11 @@ class ReadingArrived(Message):
     def can_replace(self, message: Message) -> bool:
         # A queued reading of the same source is superseded by a newer one: the fold keeps the
         # latest state per source, so a burst (a slow main thread) costs one ingest, not many.
+        # Not so for logs: each of their readings carries only the lines new since the last
+        # one, so dropping one would lose lines, steps and tracebacks.
         return (isinstance(message, ReadingArrived)
-                and message.reading.source == self.reading.source)
+                and message.reading.source == self.reading.source
+                and self.reading.source != "logs")
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,11 +8,12 @@ bundle for the app.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator
 
-from rltui.model import (OK, UNAVAILABLE, GpuPoll, GpuProcess, GpuSample, ProcInfo, ProcPoll,
-                         Reading)
+from rltui.model import (OK, UNAVAILABLE, GpuPoll, GpuProcess, GpuSample, LogEvent, LogLine,
+                         LogPoll, LogUpdate, ProcInfo, ProcPoll, Reading, StepRecord)
 from rltui.sources import replay
 from rltui.sources.bundle import Bundle, replay_bundle
 from rltui.sources.record import Recorder
@@ -181,3 +182,157 @@ def big(path: str | Path, gpus: int = 64, ranks: int = 512, duration: int = 10) 
     """64 GPUs x 512 ranks for the UI update benchmark."""
     return write(path, list(big_readings(gpus, ranks, duration)), job="verl ppo (512 ranks)",
                  description=f"{gpus} GPUs, {ranks} ranks")
+
+
+# -- logs -----------------------------------------------------------------------------------------
+LOG_DIR = "/jobs/ppo-7/logs"
+WAITING_GLOB = f"{LOG_DIR}/critic-*.log"
+TOTAL_STEPS = 100
+
+
+class _LogFile:
+    """One file's lines as a job writes them: numbered, with the parsers' steps and events."""
+
+    def __init__(self, path: str, rank: int | None = None, pid: int | None = None) -> None:
+        self.path, self.rank, self.pid = path, rank, pid
+        self.line_no = 0
+        self.lines: list[LogLine] = []
+        self.steps: list[StepRecord] = []
+        self.events: list[LogEvent] = []
+
+    def write(self, text: str, level: str = "", cut: bool = False) -> int:
+        self.line_no += 1
+        self.lines.append(LogLine(self.line_no, text, level=level, cut=cut))
+        return self.line_no
+
+    def update(self) -> LogUpdate:
+        out = LogUpdate(path=self.path, status=OK, rank=self.rank, pid=self.pid, format="verl",
+                        lines=tuple(self.lines), steps=tuple(self.steps),
+                        events=tuple(self.events))
+        self.lines, self.steps, self.events = [], [], []
+        return out
+
+
+def step_seconds(step: int, rank: int) -> float:
+    """A rank's time for one step: about 4-5 s, with a slow step 6 (a long rollout)."""
+    return 4.0 + 0.3 * ((step + rank) % 3) + (3.5 if step == 6 else 0.0)
+
+
+def _step_line(step: int, rank: int, seconds: float) -> tuple[str, float]:
+    loss = 0.4 / (1 + step * 0.1) + rank * 0.001
+    return (f"step:{step} - actor/pg_loss:{loss:.4f} - actor/entropy:{1.2 - step * 0.02:.3f} "
+            f"- critic/score/mean:{0.2 + step * 0.03:.3f} - response_length/mean:"
+            f"{400 + step * 3 + rank:.1f} - timing_s/step:{seconds:.2f} - perf/throughput:"
+            f"{2900 - step * 7 - rank * 11:.1f}"), loss
+
+
+TRACEBACK = (
+    ("Traceback (most recent call last):", "error"),
+    ('  File "/workspace/verl/workers/fsdp_workers.py", line 598, in update_actor', ""),
+    ("    metrics = self.actor.update_policy(data=data)", ""),
+    ('  File "/workspace/verl/workers/actor/dp_actor.py", line 331, in update_policy', ""),
+    ("    loss.backward()", ""),
+    ("RuntimeError: NCCL communicator was aborted on rank 3. Original reason for failure was: "
+     "NCCL error: unhandled system error", "error"),
+)
+OOM_LINE = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 2 has a "
+            "total capacity of 79.10 GiB of which 1.05 GiB is free.")
+
+
+def with_logs(path: str | Path, duration: float = 60.0, crash_at: int = 40,
+              exit_at: int = 42, hang_at: int = 44) -> Path:
+    """4 ranks writing verl step lines (100 steps in all) to their stdout files, and a driver
+    log. Rank 1 warns and writes an over-long (cut) line, rank 2 hits a CUDA OOM at 30 s and
+    retries, rank 3 dies with a traceback at ``crash_at`` and exits at ``exit_at``; the others
+    stop stepping at ``hang_at`` (waiting for it). A --log glob never matches.
+
+    The files reach ranks in every way the UI matches them: ranks 0-1 by the log source's
+    rank, rank 2 by the writing pid, rank 3 by its stdout path; the driver log by none."""
+    files = [_LogFile(f"{LOG_DIR}/rank0.log", rank=0, pid=4100),
+             _LogFile(f"{LOG_DIR}/rank1.log", rank=1, pid=4101),
+             _LogFile(f"{LOG_DIR}/rank2.log", pid=4102),
+             _LogFile(f"{LOG_DIR}/rank3.log")]
+    driver = _LogFile(f"{LOG_DIR}/driver.log")
+    next_step = {r: (1, 2.0 + step_seconds(1, r)) for r in range(4)}  # step, when it ends
+    readings: list[Reading] = []
+
+    for s in range(int(duration) + 1):
+        readings.append(_gpus_ok(s, tuple(
+            gpu(i, busy_util(i, s) if s < exit_at else float(s % 2), pids=(4100 + i,))
+            for i in range(4))))
+        if s >= duration:
+            break
+        alive = [r for r in range(4) if r != 3 or s < exit_at]
+        readings.append(_procs_ok(s, tuple(
+            replace(proc(r, world=4), stdout_path=f"{LOG_DIR}/rank{r}.log",
+                    stderr_path=f"{LOG_DIR}/rank{r}.log") for r in alive)))
+        now = T0 + s + 0.25
+        if s == 0:
+            driver.write("INFO 2023-11-14 22:13:20,104 verl.trainer.main_ppo: config ppo.yaml, "
+                         f"total_training_steps={TOTAL_STEPS}")
+            driver.write("INFO 2023-11-14 22:13:20,311 verl.trainer.main_ppo: starting 4 workers")
+            for f in files:
+                f.write(f"INFO rank {files.index(f)}: model loaded in 41.2s")
+        if s == 5:
+            files[0].write("/workspace/verl/utils/torch_functional.py:88: UserWarning: To copy "
+                           "construct from a tensor, use sourceTensor.clone().detach()",
+                           "warning")
+        if s == 10:
+            files[1].write("WARNING: grad_norm 14.2 exceeds the clip of 1.0; clipping",
+                           "warning")
+        if s == 12:
+            files[1].write("INFO sample response: " + "the answer is 42, " * 20, cut=True)
+        if s == 30:
+            n = files[2].write(OOM_LINE, "error")
+            files[2].events.append(LogEvent(
+                "cuda-oom", n, n, now, "CUDA out of memory: tried to allocate 2.00 GiB on GPU 2",
+                OOM_LINE, fields=(("requested", 2 * GIB), ("free", int(1.05 * GIB)),
+                                  ("capacity", int(79.1 * GIB)), ("gpu", 2))))
+            files[2].write("WARNING: retrying micro-batch 3 with half the batch size",
+                           "warning")
+        if s == crash_at:
+            first = files[3].line_no + 1
+            for text, level in TRACEBACK:
+                files[3].write(text, level)
+            files[3].events.append(LogEvent("traceback", first, files[3].line_no, now,
+                                            TRACEBACK[-1][0][:60],
+                                            "\n".join(t for t, _ in TRACEBACK)))
+        for r, f in enumerate(files):
+            stop = crash_at if r == 3 else hang_at
+            if (s + r) % 2 == 0 and s < stop:
+                f.write(f"(rollout) generated 256 sequences in {1.8 + r * 0.1:.1f}s, mean "
+                        f"response length {400 + s}")
+            step, ends = next_step[r]
+            while ends <= s + 0.25 and ends < stop:
+                text, loss = _step_line(step, r, step_seconds(step, r))
+                n = f.write(text)
+                f.steps.append(StepRecord(step, n, now, time=T0 + ends, total=TOTAL_STEPS,
+                                          metrics=(("loss", loss),
+                                                   ("step_time", step_seconds(step, r)))))
+                step += 1
+                ends += step_seconds(step, r)
+            next_step[r] = (step, ends)
+        updates = tuple(f.update() for i, f in enumerate(files) if i != 3 or s < exit_at)
+        updates += (driver.update(),)
+        readings.append(Reading("logs", now, OK, LogPoll(files=updates,
+                                                         unmatched=(WAITING_GLOB,))))
+    return write(path, readings, job="python -m verl.trainer.main_ppo",
+                 description="4 ranks with logs: OOM on rank 2, traceback on rank 3",
+                 intervals={"gpus": 1.0, "procs": 1.0, "logs": 1.0})
+
+
+def logs_waiting(path: str | Path, duration: float = 10.0) -> Path:
+    """4 ranks whose stdout is not a file, and a --log glob that matches nothing yet."""
+
+    def g(s: int) -> Reading:
+        return _gpus_ok(s, tuple(gpu(i, busy_util(i, s), pids=(4100 + i,)) for i in range(4)))
+
+    def p(s: int) -> Reading:
+        return _procs_ok(s, tuple(proc(r, world=4) for r in range(4)))
+
+    readings = _timeline(duration, g, p)
+    readings += [Reading("logs", T0 + s + 0.25, OK, LogPoll(unmatched=(f"{LOG_DIR}/*.log",)))
+                 for s in range(int(duration))]
+    return write(path, readings, job="torchrun --nproc-per-node 4 train.py",
+                 description="no log files yet",
+                 intervals={"gpus": 1.0, "procs": 1.0, "logs": 1.0})

@@ -18,8 +18,9 @@ def test_rank_exited(snap_compare, replay_app, size):
     rows with 0% (idle colour) for GPUs 0-3 and 100% (ok colour) for 4-7; the rank table with
     rank 3 dimmed as "exited" between ranks 2 and 4; the symptoms "CRIT rank 3 exited while 7
     other process(es) remain" then "WARN 3 of the job's GPUs idle while 4 busy"; the footer
-    keys. At 200x60 also the sparklines, throttle/ECC columns, full symptom detail with next
-    steps, and the log pane placeholder."""
+    keys (with "l Logs"). At 200x60 also the sparklines, throttle/ECC columns, full symptom
+    detail with next steps, and the log pane saying how logs are found (this recording has no
+    log source)."""
     assert snap_compare(replay_app("rank_exited"), press=["e"], terminal_size=size)
 
 
@@ -50,3 +51,40 @@ def test_colorblind_theme(snap_compare, replay_app, size):
     purple."""
     assert snap_compare(replay_app("rank_exited", theme="colorblind"), press=["e"],
                         terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_logs(snap_compare, replay_app, size):
+    """4 ranks with logs, played to the end (60 s). Must be visible: header "logs ok 0.8s"; the
+    rank table's "last step" column with "8 · 20s" for ranks 0-2 and "7 · 24s" for rank 3
+    (dimmed, exited). At 200x60 also the "step time" sparklines ("▅▄▄▅▇▄▅ 4.6s" for rank 0,
+    the slow step 6 tallest) and the ETA ("7m03s" rank 0, "6m35s" ranks 1-2); the log pane
+    titled "Logs (5 files) · step 7-8/100 · eta 6m53s" (the ETA of rank 3, furthest behind)
+    with the line "--log /jobs/ppo-7/logs/critic-*.log: no match yet, waiting for it to
+    appear.", then the newest
+    lines tagged r0-r3 in four colours, rank 3's traceback in the error colour for its
+    "Traceback" and "RuntimeError" lines, and the status line "follow  all ranks" with the
+    key hints."""
+    assert snap_compare(replay_app("with_logs"), press=["e"], terminal_size=size)
+
+
+def test_logs_zoomed_with_search(snap_compare, replay_app):
+    """80x24: `l` zooms the hidden log pane; a search for "step:8". Must be visible: the log pane
+    over the whole body, the "step:8" lines of ranks 0-2 with "step:8" highlighted (accent
+    background), the newest one on the cursor line (a fourth match, rank 2's
+    "timing_s/step:8.10", is off to the right); long step lines ending in "…"; the status
+    line "follow off  all ranks  /step:8 4 of 4"; the footer with the log keys (f Follow,
+    / Search, n Next match, x Errors, o Open log)."""
+    assert snap_compare(replay_app("with_logs"), press=["e", "l", "slash", *"step:8", "enter"],
+                        terminal_size=(80, 24))
+
+
+def test_rank_log_screen(snap_compare, replay_app):
+    """80x24: rank 3's log full screen (`l`, `<` for rank 3, `o`), then `,` to its traceback.
+    Must be visible: the title "rank 3 log  /jobs/ppo-7/logs/rank3.log  step 7/100 ..."; line
+    numbers in the gutter (no rank tags); the traceback from "Traceback (most recent call
+    last):" (on the cursor line) to "RuntimeError: NCCL communicator was aborted on rank 3...",
+    its first and last lines in the error colour; the footer with escape Close."""
+    assert snap_compare(replay_app("with_logs"),
+                        press=["e", "l", "less_than_sign", "o", "comma"],
+                        terminal_size=(80, 24))

@@ -40,11 +40,12 @@ THRESHOLD_HELP: dict[str, tuple[str, str, str]] = {
 # Colours not tied to a number.
 FIXED_COLOURS: tuple[tuple[str, str], ...] = (
     ("bad", "a source that failed (header, pane message), a critical symptom, a zombie "
-            "process, ECC errors above 0"),
-    ("warn", "a warning symptom, throttling, a partly read process (* after its pid)"),
+            "process, ECC errors above 0, a log line at error level"),
+    ("warn", "a warning symptom, throttling, a partly read process (* after its pid), a log "
+             "line at warning level, follow off in a log view"),
     ("dim", "departed ranks (exited, zombie, missing), N/A (the device or OS cannot tell), "
             "- (not known yet)"),
-    ("spark", "sparklines: GPU util and memory over the last readings"),
+    ("spark", "sparklines: GPU util and memory over the last readings, seconds per step"),
     ("info", "informational symptoms and what could not be checked"),
 )
 
@@ -53,7 +54,8 @@ EXTRA_KEYS: tuple[tuple[str, str], ...] = (
     ("tab / shift+tab", "Move between panes"),
     ("up / down / pgup / pgdn", "Move in the focused table or list"),
     ("enter", "In Symptoms: zoom to read the highlighted symptom in full"),
-    ("escape", "Zoom out; close this help"),
+    ("escape", "Zoom out; close this help; close a full-screen log"),
+    ("right / left", "In a log view: scroll sideways (a line that goes on ends in …)"),
     ("ctrl+p", "Command palette (every action, e.g. 'Theme: Light')"),
 )
 

@@ -15,6 +15,7 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from rltui.logbook import LogBook
 from rltui.ui.messages import View
 from rltui.ui.widgets import GpuPane, HeaderBar, LogPane, RankPane, SymptomsPane
 
@@ -28,13 +29,13 @@ class MainScreen(Screen):
         Binding("escape", "unzoom", "Unzoom", show=False, id="rltui.unzoom"),
     ]
 
-    def __init__(self) -> None:
+    def __init__(self, logbook: LogBook | None = None) -> None:
         super().__init__(id="main")
         self.header = HeaderBar(id="header")
         self.gpus = GpuPane(id="gpus")
         self.ranks = RankPane(id="ranks")
         self.symptoms = SymptomsPane(id="symptoms")
-        self.logs = LogPane(id="logs")
+        self.logs = LogPane(logbook, id="logs")
         self.too_small = Static("", id="too-small")
         self.view: View | None = None
 
@@ -66,3 +67,18 @@ class MainScreen(Screen):
     def action_unzoom(self) -> None:
         if self.maximized is not None:
             self.minimize()
+
+    def reveal_logs(self) -> None:
+        """Focus the log pane; on a short terminal, where it is hidden, zoom it."""
+        if self.has_class("-short") and self.maximized is not self.logs:
+            self.maximize(self.logs, container=False)
+        if self.logs.log_view.display:  # hidden while there is no log at all
+            self.logs.log_view.lines.focus()
+
+    def watch_maximized(self, maximized: object) -> None:
+        # Zooming out of the log pane on a short terminal hides it again: focus must not stay
+        # on a pane nobody can see (its keys would still answer).
+        if maximized is None and self.has_class("-short"):
+            focused = self.focused
+            if focused is not None and self.logs in focused.ancestors_with_self:
+                self.ranks.table.focus()

@@ -4,17 +4,26 @@ A departed rank keeps its row (dimmed, state ``exited``/``zombie``/``missing``) 
 role it had when last seen: in a hang the missing rank is the one to look at. Rows the OS could
 only partly read are marked with ``*`` after the PID; the pane's message line says why.
 
-``last_step`` and ``stack_class`` are the hooks the log and stack features fill; until then
-they show ``-``.
+The log feature fills ``last step`` (the step and how long ago it was logged), ``step time``
+(a sparkline of the seconds per step, then the last one) and ``ETA`` (when the log says how many
+steps there are). A rank's log is found by its rank, else its pid, else its stdout/stderr path
+(``LogIndex``); a departed rank keeps its last step. ``o`` opens the highlighted rank's log.
+``stack_class`` is the hook the stack feature fills; until then it shows ``-``.
 """
 
 from __future__ import annotations
 
+from statistics import median
 from typing import Sequence
 
-from rltui.model import DepartedRank, ProcInfo
+from textual.binding import Binding
+
+from rltui.model import DepartedRank, LogFileState, ProcInfo
 from rltui.ui.messages import View
-from rltui.ui.widgets.cells import NOT_YET, Cell, HistoryCursor, na, percent
+from rltui.ui.widgets.cells import NOT_YET, Cell, HistoryCursor, age, na, percent, spark
+from rltui.ui.widgets.log_facts import (SPARK_STEPS, LogIndex, duration, eta, log_index,
+                                        step_times)
+from rltui.ui.widgets.log_view import OpenLog
 from rltui.ui.widgets.pane import Column, Row, TablePane
 
 PARTIAL_MARK = "*"
@@ -29,10 +38,16 @@ class RankPane(TablePane):
         Column("gpu_util", "GPU%", 4, 3, right=True),
         Column("cpu", "CPU%", 4, 4, right=True),
         Column("state", "state", 10, 5),
-        Column("step", "last step", 9, 7, right=True),
+        Column("step", "last step", 11, 7, right=True),
+        Column("step_time", "step time", 8 + 1 + 5, 9),
+        Column("eta", "ETA", 6, 10, right=True),
         Column("stack", "stack", 12, 8),
         Column("role", "role", 12, 6),
     )
+    BINDINGS = [
+        Binding("o", "open_log", "Open log", id="rltui.ranks.open_log",
+                tooltip="open the highlighted rank's log full screen"),
+    ]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -43,12 +58,17 @@ class RankPane(TablePane):
         self._last_known: dict[int, ProcInfo] = {}
         self._cursor = HistoryCursor()
         self._utils: dict[int, float | None] = {}  # GPU util by index, for this view
+        self._logs: LogIndex | None = None  # log files of this view's snapshot
 
-    # -- hooks for later features -------------------------------------------------------------
-    def last_step(self, proc: ProcInfo, view: View) -> str:
-        """Hook for the log feature: the last training step this rank logged (``-`` until
-        the logs source provides it)."""
-        return NOT_YET
+    # -- the log feature ------------------------------------------------------------------------
+    def log_of(self, proc: ProcInfo | None, rank: int | None = None) -> LogFileState | None:
+        """The log speaking for a process (or, with no process, for a rank)."""
+        index = self._logs
+        if index is None:
+            return None
+        if proc is not None:
+            return index.for_proc(proc)
+        return index.for_rank(rank)
 
     def stack_class(self, proc: ProcInfo, view: View) -> str:
         """Hook for the stack feature: the class of this rank's py-spy stack (e.g. "collective
@@ -59,6 +79,7 @@ class RankPane(TablePane):
     def rows(self, view: View) -> list[Row]:
         snap = view.snapshot
         self._utils = {g.index: g.util for g in snap.gpus}
+        self._logs = log_index(snap)
         live = snap.live_procs
         for seen in self._cursor.new(view.history):
             for p in seen.live_procs:
@@ -128,9 +149,9 @@ class RankPane(TablePane):
             "gpu_util": gpu_util,
             "cpu": cpu,
             "state": _state(p.state, pal.bad, pal.warn, dim),
-            "step": Cell(self.last_step(p, view)),
             "stack": Cell(self.stack_class(p, view)),
             "role": Cell(p.role or "-"),
+            **self._step_cells(self.log_of(p), view, ""),
         }
 
     def _departed(self, d: DepartedRank, view: View) -> dict[str, Cell]:
@@ -144,10 +165,56 @@ class RankPane(TablePane):
             "gpu_util": Cell("-", dim),
             "cpu": Cell("-", dim),
             "state": Cell(_DEPARTED_STATE.get(d.reason, d.reason), dim),
-            "step": Cell(self.last_step(seen, view) if seen else NOT_YET, dim),
             "stack": Cell(NOT_YET, dim),
             "role": Cell((seen.role if seen else "") or "-", dim),
+            **self._step_cells(self.log_of(seen, d.rank), view, dim),
         }
+
+    def _step_cells(self, f: LogFileState | None, view: View, style: str) -> dict[str, Cell]:
+        """Last step and its age, the step-time sparkline and the ETA (``style`` dims a
+        departed rank's)."""
+        dim = view.palette.dim
+        if f is None or f.last_step is None:
+            return {"step": Cell(NOT_YET, dim), "step_time": Cell(""), "eta": Cell(NOT_YET, dim)}
+        times = step_times(f.recent_steps)[-SPARK_STEPS:]
+        trend = ""
+        if times:
+            # Scaled to twice the median: a steady pace is a flat half-height line, and a
+            # step that took twice as long or more stands out at full height.
+            high = max(max(times), 2 * median(times)) or 1.0
+            trend = f"{spark(times, high):>{SPARK_STEPS}} {duration(times[-1])}"
+        left = eta(f)
+        return {
+            "step": Cell(_last_step(f, view.snapshot.timestamp), style),
+            "step_time": Cell(trend, style or view.palette.spark),
+            "eta": (Cell(NOT_YET, dim) if left is None
+                    else Cell("done" if left == 0 else duration(left), style)),
+        }
+
+    def action_open_log(self) -> None:
+        keys = self.table.row_keys
+        row = self.table.cursor_row
+        item = self._items.get(keys[row]) if row < len(keys) else None
+        if isinstance(item, DepartedRank):
+            proc, rank = self._last_known.get(item.pid) or item.info, item.rank
+        elif isinstance(item, ProcInfo):
+            proc, rank = item, item.rank
+        else:
+            return
+        f = self.log_of(proc, rank)
+        if rank is None and f is None:
+            self.notify("No log found for this process: its stdout/stderr are not files. "
+                        "Add one with --log PATH_OR_GLOB.", severity="warning")
+            return
+        self.post_message(OpenLog(rank, f.path if f is not None else None))
+
+
+def _last_step(f: LogFileState, now: float) -> str:
+    if f.last_step is None:
+        return NOT_YET
+    if f.last_step_time is None:
+        return str(f.last_step)
+    return f"{f.last_step} · {age(now - f.last_step_time)}"
 
 
 def _order(p: ProcInfo | DepartedRank) -> tuple[bool, int, int]:

@@ -1,0 +1,107 @@
+"""One rank's log full screen: every kept line of its files, with line numbers.
+
+Opened with ``o`` from the log pane or the rank table (or the palette's ``Logs: Open rank N
+log``); ``escape`` closes it. It reads the same LogBook as the pane: all of this rank's kept
+lines when it opens, then only the new ones at each evaluation. Search, the errors-only filter
+and the error jumps are the pane's own (the same view), so the keys are the same.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from rltui.logbook import LogBook, TaggedLine
+from rltui.ui.messages import View
+from rltui.ui.widgets.log_buffer import MAX_BATCH
+from rltui.ui.widgets.log_facts import LogIndex, log_index, step_summary
+from rltui.ui.widgets.log_view import LogView
+
+
+class LogFileScreen(Screen):
+    BINDINGS = [
+        Binding("escape", "close", "Close", id="rltui.logfile.close",
+                tooltip="back to the main screen"),
+    ]
+    DEFAULT_CSS = """
+    LogFileScreen #log-file-title {
+        height: 1;
+        background: $panel;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    """
+
+    def __init__(self, book: LogBook, rank: int | None, path: str | None,
+                 view: View | None) -> None:
+        super().__init__(id="log-file")
+        self.book = book
+        self.rank = rank
+        self.path = path
+        self.title_bar = Static("", id="log-file-title", markup=False)
+        self.log_view = LogView(tags=False, line_numbers=True, can_open=False,
+                                id="log-file-view")
+        self._seq = 0
+        self._first_view = view
+
+    @property
+    def label(self) -> str:
+        return f"rank {self.rank}" if self.rank is not None else (self.path or "?")
+
+    def compose(self) -> ComposeResult:
+        yield self.title_bar
+        yield self.log_view
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        view = self._first_view
+        if view is not None:
+            # Everything this rank's files still have in the LogBook, in one batch: the cap on
+            # new lines per update is for the running tail, not for opening a file.
+            self.log_view.buffer.max_batch = None
+            self._take(self.book.lines(), view)
+            self.log_view.buffer.max_batch = MAX_BATCH
+        self.log_view.lines.focus()
+
+    def show(self, view: View) -> None:
+        """Called after every evaluation while this screen is on top."""
+        self._take(self.book.lines_since(self._seq), view)
+
+    def _take(self, lines: list[TaggedLine], view: View) -> None:
+        if lines:
+            self._seq = lines[-1].seq
+        index = log_index(view.snapshot)
+        rank_of = index.rank_of_path
+        mine = [t for t in lines if self._mine(t, rank_of)]
+        self.log_view.feed(mine, rank_of, view.snapshot.logs, view.palette)
+        self.title_bar.update(self._title(view, index))
+
+    def _mine(self, t: TaggedLine, rank_of: dict[str, int]) -> bool:
+        if self.rank is None:
+            return t.path == self.path
+        rank = t.rank if t.rank is not None else rank_of.get(t.path)
+        return rank == self.rank
+
+    def _title(self, view: View, index: LogIndex) -> Text:
+        pal = view.palette
+        files = (index.files_of_rank(self.rank) if self.rank is not None
+                 else [f for f in [index.for_path(self.path or "")] if f is not None])
+        out = Text(no_wrap=True, overflow="ellipsis")
+        out.append(f" {self.label} log ", style="bold reverse")
+        if files:
+            out.append(f"  {files[0].path}")
+            if len(files) > 1:
+                out.append(f" (+{len(files) - 1} more)", style=pal.dim)
+            best = index.for_rank(self.rank) if self.rank is not None else files[0]
+            summary = step_summary(best) if best is not None else ""
+            if summary:
+                out.append(f"  {summary}", style="bold")
+        out.append(f"  {len(self.log_view.buffer.entries)} lines kept", style=pal.dim)
+        out.append("  escape closes", style=pal.dim)
+        return out
+
+    def action_close(self) -> None:
+        self.dismiss()
