@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 from rltui.diagnosis import playbook
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import LogEvent, LogFileState, NodeSnapshot, Symptom
-from rltui.rankset import compact
+from rltui.rankset import compact, label as rank_label
 
 OOM_KINDS = ("cuda-oom", "engine-oom")
 
@@ -113,7 +113,7 @@ def steps_stalled(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
         severity="critical" if live == "alive" else "warning",
         title=(f"no new step for {_ago(worst)}"
                + (" while the job's processes are alive" if live == "alive" else "")
-               + (f" (ranks {compact(ranks)})" if ranks else "")),
+               + (f" ({rank_label(ranks)})" if ranks else "")),
         ranks=ranks,
         evidence=tuple(evidence),
         next_steps=(
@@ -295,7 +295,7 @@ def cuda_oom(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
         id="cuda-oom",
         severity="critical",
         title=f"CUDA out of memory ({len(found)} in the logs)"
-              + (f" on ranks {compact(ranks)}" if ranks else ""),
+              + (f" on {rank_label(ranks)}" if ranks else ""),
         ranks=ranks,
         evidence=tuple(evidence),
         next_steps=tuple(steps),

@@ -203,7 +203,7 @@ def test_each_event_sample_gives_its_symptoms(runs, name):
 def test_oom_evidence_carries_the_numbers_and_fragmentation_advice(runs):
     oom = symptom(doc_of(runs, "event:event-oom-current.log", 1), "cuda-oom")
     assert oom["severity"] == "critical"
-    assert oom["title"] == "CUDA out of memory (1 in the logs) on ranks 3"
+    assert oom["title"] == "CUDA out of memory (1 in the logs) on rank 3"
     assert any(":2-14: GPU 3: tried to allocate 2.32 GiB" in e and "1.06 GiB free of 79.25 GiB"
                in e and "reserved but unallocated 5.88 GiB" in e for e in oom["evidence"])
     assert any("expandable_segments:True" in n for n in oom["next_steps"])

@@ -205,7 +205,7 @@ def test_only_the_stalled_logs_are_reported():
     sym = one(steps_stalled, snap(LAST_30 + 600, [old, fresh]))
     assert sym.ranks == (0,)
     assert not any("/logs/rank1.log" in e for e in sym.evidence)
-    assert "(ranks 0)" in sym.title
+    assert "(rank 0)" in sym.title
 
 
 def test_busy_cpu_is_spinning():
@@ -418,7 +418,7 @@ def oom(requested=2 * GIB, reserved=6 * GIB, gpu=3, line_no=2, end_line=14, when
 def test_the_numbers_are_in_the_evidence():
     sym = one(cuda_oom, snap(T0, [log("/logs/rank3.log", rank=3, events=(oom(),))]))
     assert sym.severity == "critical"
-    assert sym.title == "CUDA out of memory (1 in the logs) on ranks 3"
+    assert sym.title == "CUDA out of memory (1 in the logs) on rank 3"
     assert sym.ranks == (3,)
     assert sym.evidence == (
         ("/logs/rank3.log:2-14: GPU 3: tried to allocate 2.00 GiB, 1.00 GiB free of 80.00 GiB, "
