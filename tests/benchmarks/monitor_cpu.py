@@ -47,12 +47,15 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--scenario", default="healthy")
     ap.add_argument("--settle", type=float, default=5.0)
+    ap.add_argument("--width", type=int, default=200)
+    ap.add_argument("--height", type=int, default=60)
     ap.add_argument("--demo-app", action="store_true")
+    ap.add_argument("--config", help="YAML config for the monitor (e.g. other cadences)")
     args = ap.parse_args()
     if not shutil.which("tmux"):
         raise SystemExit("needs tmux")
     session = f"rltui-bench-{os.getpid()}"
-    config = os.path.join(tempfile.mkdtemp(), "config.yaml")
+    config = args.config or os.path.join(tempfile.mkdtemp(), "config.yaml")
     job = None
     if args.demo_app:
         cmd = (f"RLTUI_CONFIG={config} {sys.executable} -m rltui demo --ranks {args.ranks} "
@@ -66,8 +69,8 @@ def main() -> None:
         cmd = (f"RLTUI_CONFIG={config} {sys.executable} -m rltui.__main__ --version >/dev/null;"
                f" RLTUI_CONFIG={config} exec {sys.executable} "
                f"{os.path.join(here, 'watch_with_fake_gpus.py')}")
-    subprocess.check_call(["tmux", "new-session", "-d", "-s", session, "-x", "200", "-y", "60",
-                           cmd])
+    subprocess.check_call(["tmux", "new-session", "-d", "-s", session, "-x", str(args.width),
+                           "-y", str(args.height), cmd])
     try:
         proc = find_monitor(session, time.monotonic() + 30)
         time.sleep(args.settle)  # a benchmark window, not a wait for an event
@@ -85,7 +88,7 @@ def main() -> None:
             job.wait(10)
     print(json.dumps({"cpu_percent_of_one_core": round(100 * (t1 - t0) / (w1 - w0), 2),
                       "seconds": round(w1 - w0, 1), "ranks": args.ranks,
-                      "scenario": args.scenario,
+                      "scenario": args.scenario, "terminal": f"{args.width}x{args.height}",
                       "monitor": "rltui demo" if args.demo_app else "live, 8 fake NVML GPUs"}))
 
 

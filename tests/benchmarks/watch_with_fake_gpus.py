@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from rltui.config import Settings  # noqa: E402
+from rltui import config  # noqa: E402
 from rltui.sources.bundle import Bundle, RememberProcs, SourceSpec, log_source  # noqa: E402
 from rltui.sources.nvml import NvmlSource  # noqa: E402
 from rltui.sources.procs import ProcSource  # noqa: E402
@@ -18,7 +18,7 @@ from tests.fakes.fake_pynvml import FakeNvml, healthy  # noqa: E402
 
 
 def main() -> None:
-    settings = Settings()
+    settings = config.load()  # RLTUI_CONFIG: try other cadences
     nvml = NvmlSource(nvml=FakeNvml(healthy(8)), pid_exists=lambda pid: True)
     procs = RememberProcs(ProcSource(gpu_map=nvml.gpu_pid_map))
     bundle = Bundle(mode="live", job="benchmark", specs=[

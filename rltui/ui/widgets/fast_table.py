@@ -145,11 +145,18 @@ class FastTable(ScrollView, can_focus=True):
             self.refresh()
             return
         top = int(self.scroll_y)
-        for index in range(top, min(len(self._keys), top + max(0, self.size.height - 1))):
-            key = self._keys[index]
-            if old.get(key) != self._row(key):
-                self.refresh()
-                return
+        changed = [index - top + 1  # the screen line: line 0 is the header
+                   for index in range(top, min(len(self._keys), top + max(0, self.size.height - 1)))
+                   if old.get(self._keys[index]) != self._row(self._keys[index])]
+        # Repaint only the rows that changed (a line costs the same whether it shows text or
+        # is blank, and a tall pane is mostly blank on a small job).
+        start = 0
+        while start < len(changed):
+            end = start
+            while end + 1 < len(changed) and changed[end + 1] == changed[end] + 1:
+                end += 1
+            self.refresh_lines(self.scroll_offset.y + changed[start], end - start + 1)
+            start = end + 1
 
     # -- drawing ---------------------------------------------------------------------------------
     def _resize_virtual(self) -> None:
