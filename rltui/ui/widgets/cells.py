@@ -109,3 +109,12 @@ class SparkSeries:
                 if 0 <= slot < self.width:
                     values[slot] = value
         return spark(values, high)
+
+
+def set_title(widget, title: str) -> None:
+    """Set a pane's border title only when it changed: Textual repaints the whole widget on
+    every assignment, and a full-height pane repainted every second is most of the monitor's
+    CPU on a big terminal."""
+    if getattr(widget, "_rltui_title", None) != title:
+        widget._rltui_title = title
+        widget.border_title = title

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rltui.model import GpuSample, NodeSnapshot, OK
 from rltui.ui.messages import View
-from rltui.ui.widgets.cells import GIB, NA, Cell, SparkSeries, na, percent
+from rltui.ui.widgets.cells import set_title, GIB, NA, Cell, SparkSeries, na, percent
 from rltui.ui.widgets.pane import Column, Row, TablePane
 
 SPARK_WIDTH = 12
@@ -56,7 +56,7 @@ class GpuPane(TablePane):
         title = f"GPUs ({len(snap.gpus)})" if snap.gpus else "GPUs"
         if snap.gpu_simulated:
             title += " simulated"
-        self.border_title = title
+        set_title(self, title)
 
     def _message(self, view: View) -> None:
         snap, pal = view.snapshot, view.palette

@@ -16,6 +16,7 @@ from textual.widgets import Static
 from rltui.logbook import LogBook
 from rltui.model import OK, LogFileState
 from rltui.ui.messages import View
+from rltui.ui.widgets.cells import set_title
 from rltui.ui.widgets.log_facts import LogIndex, duration, eta, log_index, step_summary
 from rltui.ui.widgets.log_view import LogView
 
@@ -51,13 +52,13 @@ class LogPane(Vertical):
         if lines:
             self._seq = lines[-1].seq
         self.log_view.feed(lines, index.rank_of_path, snap.logs, view.palette)
-        self.border_title = self._title(index)
+        set_title(self, self._title(index))
         self._say(view, index)
 
     def on_log_view_filter_changed(self, event: LogView.FilterChanged) -> None:
         event.stop()
         if self._index is not None:
-            self.border_title = self._title(self._index)
+            set_title(self, self._title(self._index))
 
     def ranks(self) -> list[int]:
         """Ranks that have a log (for the palette's per-rank commands)."""
@@ -73,9 +74,10 @@ class LogPane(Vertical):
         rank = self.log_view.buffer.rank_filter
         if rank is not None:
             f = index.for_rank(rank)
-            summary = step_summary(f) if f is not None else ""
-            return f"{title} rank {rank}" + (f" · {summary}" if summary else "")
-        return title + _progress(files)
+            self.log_view.set_progress(step_summary(f) if f is not None else "")
+            return f"{title} rank {rank}"
+        self.log_view.set_progress(_progress(files).removeprefix(" · "))
+        return title
 
     def _say(self, view: View, index: LogIndex) -> None:
         snap, pal = view.snapshot, view.palette

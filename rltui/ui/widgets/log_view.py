@@ -91,6 +91,9 @@ class LogView(Vertical):
         self._palette: Palette | None = None
         self._events_seen: dict[str, tuple[float, int]] = {}
         self._status_key: tuple | None = None
+        # Step progress of the ranks shown (set by the owner). It lives in the one-line status,
+        # not the border title: a new title repaints the whole pane, a new status one line.
+        self.progress = ""
 
     def compose(self) -> ComposeResult:
         yield self.lines
@@ -262,14 +265,21 @@ class LogView(Vertical):
         self.post_message(OpenLog(entry.rank, entry.path))
 
     # -- status line ------------------------------------------------------------------------------
+    def set_progress(self, text: str) -> None:
+        if text != self.progress:
+            self.progress = text
+            self.update_status()
+
     def update_status(self) -> None:
         buf, pal = self.buffer, self._palette
         key = (self.lines.follow, buf.rank_filter, buf.errors_only, buf.query,
-               len(buf.matches), self.lines.cursor, pal)
+               len(buf.matches), self.lines.cursor, pal, self.progress)
         if key == self._status_key or pal is None:
             return
         self._status_key = key
         out = Text(no_wrap=True, overflow="ellipsis")
+        if self.progress:
+            out.append(self.progress + "  ", style="bold")
         if self.lines.follow:
             out.append("follow", style=pal.ok)
         else:

@@ -20,7 +20,7 @@ from textual.binding import Binding
 
 from rltui.model import DepartedRank, LogFileState, ProcInfo
 from rltui.ui.messages import View
-from rltui.ui.widgets.cells import NOT_YET, Cell, HistoryCursor, age, na, percent, spark
+from rltui.ui.widgets.cells import set_title, NOT_YET, Cell, HistoryCursor, age, na, percent, spark
 from rltui.ui.widgets.log_facts import (SPARK_STEPS, LogIndex, duration, eta, log_index,
                                         step_times)
 from rltui.ui.widgets.log_view import OpenLog
@@ -100,7 +100,7 @@ class RankPane(TablePane):
         title = f"Ranks ({len(live)} running"
         if departed:
             title += f", {len(departed)} departed"
-        self.border_title = title + ")"
+        set_title(self, title + ")")
         partial = [p for p in live if p.partial]
         state = view.snapshot.source("procs")
         pal = view.palette

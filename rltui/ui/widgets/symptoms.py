@@ -18,7 +18,7 @@ from textual.widgets.option_list import Option
 from rltui.model import Symptom
 from rltui.rankset import compact
 from rltui.ui.messages import View
-from rltui.ui.widgets.cells import age
+from rltui.ui.widgets.cells import set_title, age
 
 LABELS = {"critical": "CRIT", "warning": "WARN", "info": "INFO"}
 
@@ -61,7 +61,7 @@ class SymptomsPane(Vertical):
         previous = self.selected  # from the old list, to keep it highlighted in the new one
         self._view = view
         symptoms = view.diagnosis.symptoms
-        self.border_title = f"Symptoms ({len(symptoms)})" if symptoms else "Symptoms"
+        set_title(self, f"Symptoms ({len(symptoms)})" if symptoms else "Symptoms")
         key = tuple((s.severity, s.title, s.ranks) for s in symptoms)
         if palette_changed or key != self._list_key:
             self._list_key = key
