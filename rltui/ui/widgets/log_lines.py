@@ -100,6 +100,10 @@ class LogLines(ScrollView, can_focus=True):
         self._base: Style | None = None
         self._palette: Palette | None = None
         self._colours: tuple[str, ...] = RANK_COLOURS["dark"]
+        # Drawn lines by entry: following a busy log scrolls every line on screen each second,
+        # and most of them were drawn the second before. The entry itself is kept in the value
+        # so its id cannot be reused while cached.
+        self._drawn: dict[tuple, tuple[object, Strip]] = {}
 
     # -- what the owner calls -----------------------------------------------------------------
     def set_palette(self, palette: Palette) -> None:
@@ -228,6 +232,19 @@ class LogLines(ScrollView, can_focus=True):
         if row >= len(buf.shown):
             return Strip.blank(width, base)
         pos, entry = buf.row(row)
+        key = (id(entry), entry.flags, width, int(self.scroll_x), pos == self.cursor,
+               buf.query, base, self._palette, self.tags, self.line_numbers, buf.tag_width)
+        hit = self._drawn.get(key)
+        if hit is not None:
+            return hit[1]
+        strip = self._draw(pos, entry, width, base)
+        if len(self._drawn) > 4 * max(64, self.size.height):
+            self._drawn.clear()
+        self._drawn[key] = (entry, strip)
+        return strip
+
+    def _draw(self, pos: int, entry: Entry, width: int, base: Style) -> Strip:
+        buf = self.buffer
         style = base
         if pos == self.cursor:
             style += self.get_component_rich_style("log-lines--cursor", partial=True)
