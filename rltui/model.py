@@ -328,3 +328,45 @@ class LogFileState:
     events: tuple[LogEvent, ...] = ()  # bounded, oldest first
     last_line_arrival: float | None = None
     line_base_known: bool = True
+
+
+# -- stacks ----------------------------------------------------------------------------------------
+# py-spy dumps of the job's processes, parsed into these values (rltui.parsing.pyspy) and grouped
+# STAT-style into equivalence classes (rltui.diagnosis.stacks).
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One frame as py-spy reports it. ``line`` 0 means no line information."""
+
+    name: str
+    filename: str  # py-spy's short filename when it has one, else the full path
+    line: int = 0
+    module: str = ""
+    native: bool = False  # a C/C++ frame (py-spy --native)
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadStack:
+    thread_id: int
+    name: str = ""  # thread name ("MainThread"); empty when py-spy had none
+    status: str = "unknown"  # idle | active | active+gil | unknown
+    frames: tuple[Frame, ...] = ()  # innermost first, as py-spy prints them
+
+    @property
+    def active(self) -> bool:
+        return self.status.startswith("active")
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessDump:
+    """One process's stacks at one moment, from a live dump or a saved file."""
+
+    pid: int
+    rank: int | None = None
+    threads: tuple[ThreadStack, ...] = ()
+    python_version: str = ""
+    command: str = ""
+    source: str = ""  # the file it was read from, or "live"
+    timestamp: float | None = None
+    status: str = OK  # ok | exited (died during the dump) | timeout | denied | error
+    message: str = ""
