@@ -457,3 +457,30 @@ async def test_zoom_on_the_log_pane(replay_app):
         await pilot.press("z")
         assert app.main_screen.maximized is None
         assert app.main_screen.focused is app.main_screen.logs.log_view.lines  # still shown
+
+
+async def test_a_following_live_pane_takes_new_lines_at_most_every_two_seconds():
+    """Following repaints the whole pane, so live updates are paced; errors and replay are not."""
+    from types import SimpleNamespace
+
+    from textual.app import App
+
+    from rltui.logbook import TaggedLine
+    from rltui.model import LogLine, NodeSnapshot
+    from rltui.ui.widgets.log_pane import FOLLOW_REPAINT_S, LogPane
+
+    plain = [TaggedLine(1, "rank0.log", 0, LogLine(1, "step:1 - loss:0.1"))]
+    error = [TaggedLine(2, "rank0.log", 0, LogLine(2, "RuntimeError: boom", level="error"))]
+
+    def view(t, mode="live"):
+        return SimpleNamespace(mode=mode, snapshot=NodeSnapshot(timestamp=t))
+
+    async with App().run_test():
+        pane = LogPane()
+        assert not pane._wait(view(100.0), plain)  # nothing shown yet: take it
+        pane._fed_at = 100.0
+        assert pane._wait(view(101.0), plain)
+        assert not pane._wait(view(100.0 + FOLLOW_REPAINT_S), plain)
+        assert not pane._wait(view(101.0), error)
+        assert not pane._wait(view(101.0, mode="replay"), plain)
+        assert not pane._wait(view(101.0), [])

@@ -26,6 +26,9 @@ HOW_LOGS_ARE_FOUND = (
     "--log PATH_OR_GLOB.")
 
 
+FOLLOW_REPAINT_S = 2.0
+
+
 class LogPane(Vertical):
     ALLOW_MAXIMIZE = True
 
@@ -37,6 +40,7 @@ class LogPane(Vertical):
         self.message.display = False
         self.log_view = LogView(id="log-view")
         self._seq = 0  # the newest LogBook line already in the view
+        self._fed_at: float | None = None  # snapshot time of the last update of the view
         self._said: tuple | None = None
         self._index: LogIndex | None = None
 
@@ -47,13 +51,30 @@ class LogPane(Vertical):
     def show(self, view: View) -> None:
         """Called after every evaluation: append what is new, retitle, say what is missing."""
         snap = view.snapshot
-        index = self._index = log_index(snap)
         lines = self.book.lines_since(self._seq) if self.book is not None else []
+        if self._wait(view, lines):
+            return
+        self._fed_at = snap.timestamp
+        index = self._index = log_index(snap)
         if lines:
             self._seq = lines[-1].seq
         self.log_view.feed(lines, index.rank_of_path, snap.logs, view.palette)
         set_title(self, self._title(index))
         self._say(view, index)
+
+    def _wait(self, view: View, lines) -> bool:
+        """While following a live job, take new lines at most every FOLLOW_REPAINT_S.
+
+        Following scrolls every line on screen, so each update repaints the whole pane: at one
+        update a second that is the largest share of the monitor's CPU on a big terminal. An
+        error line is shown at once; replay (which tests and users step through) is not held.
+        """
+        if (view.mode == "replay" or not self.log_view.lines.follow or self._fed_at is None
+                or not lines):
+            return False
+        if view.snapshot.timestamp - self._fed_at >= FOLLOW_REPAINT_S:
+            return False
+        return not any(t.line.level == "error" for t in lines)
 
     def on_log_view_filter_changed(self, event: LogView.FilterChanged) -> None:
         event.stop()
