@@ -28,6 +28,7 @@ PURE_MODULES = [
     "rltui.parsing.noise",
     "rltui.parsing.steps",
     "rltui.parsing.frameworks",
+    "rltui.parsing.pyspy",
 ]
 FORBIDDEN = ["textual", "rich", "pynvml", "psutil", "subprocess"]
 

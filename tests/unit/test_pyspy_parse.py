@@ -1,0 +1,315 @@
+"""py-spy dump parsing, on real dumps of the demo job saved in fixtures/stacks (see its README)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rltui.model import ERROR, Frame, ProcessDump, ThreadStack
+from rltui.parsing.pyspy import (ELIDED, KEEP_INNER, KEEP_OUTER, DumpParseError, frame_key,
+                                 parse_any, parse_json, parse_text, rank_from_filename,
+                                 read_folder_entries, thread_of_interest)
+
+STACKS = Path(__file__).resolve().parents[2] / "fixtures" / "stacks"
+
+
+def folder(name: str) -> list[tuple[str, str]]:
+    return [(p.name, p.read_text()) for p in sorted((STACKS / name).iterdir())]
+
+
+def main_names(dump: ProcessDump) -> list[str]:
+    thread = next(t for t in dump.threads if t.name == "MainThread")
+    return [f.name.rsplit(".", 1)[-1] for f in thread.frames]
+
+
+# scenario folder -> MainThread's innermost frames per rank (bare function names)
+SCENARIOS = {
+    "stall": {r: ["all_reduce", "_sync_gradients", "train_step", "train", "main"]
+              for r in range(3)},
+    "cleanup-deadlock": {
+        0: ["recv_object_list", "_shape_inference", "step", "_run_train", "train", "main"],
+        1: ["recv_object_list", "_shape_inference", "step", "_run_train", "train", "main"],
+        2: ["destroy_process_group", "destroy", "close", "__exit__", "main"]},
+    "collective-mismatch": {0: ["all_reduce", "forward", "train_step", "train", "main"],
+                            1: ["all_reduce", "backward", "train_step", "train", "main"]},
+    "rank-exit": {r: ["all_reduce", "_sync_gradients", "train_step", "train", "main"]
+                  for r in range(2)},
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_scenario_folders(scenario):
+    dumps, problems = read_folder_entries(folder(scenario))
+    assert problems == []
+    expected = SCENARIOS[scenario]
+    assert [d.rank for d in dumps] == sorted(expected)
+    for d in dumps:
+        assert d.status == "ok" and d.pid > 0 and d.source
+        names = main_names(d)
+        assert names[:len(expected[d.rank])] == expected[d.rank]
+        assert names[-2:] == ["_run_code", "_run_module_as_main"]
+        main = thread_of_interest(d)
+        assert main is not None and main.name == "MainThread" and main.status == "idle"
+        assert not main.active
+        # both formats give the same short file names and lines
+        assert main.frames[0].filename == "rltui/demo/dist.py" and main.frames[0].line > 0
+        assert not any(f.native for f in main.frames)
+
+
+def test_text_and_json_of_the_same_rank_agree():
+    text = parse_text((STACKS / "stall/rank0.txt").read_text(), "rank0.txt")
+    js = parse_json((STACKS / "options/stall-rank0-native.json").read_text(), "x.json")
+    assert text[0].pid == js[0].pid
+    assert text[0].python_version == "3.11.7" and js[0].python_version == ""
+    assert text[0].command == "/usr/bin/python3.11 -m rltui.demo.rank"
+    py_js = [frame_key(f, True) for f in js[0].threads[0].frames if not f.native]
+    assert [frame_key(f, True) for f in text[0].threads[0].frames] == py_js
+
+
+def test_method_frames_keep_the_class():
+    d = parse_text((STACKS / "stall/rank0.txt").read_text())[0]
+    assert d.threads[0].frames[1].name == "Trainer._sync_gradients"
+
+
+@pytest.mark.parametrize("name", ["stall-rank0-native.txt", "stall-rank0-native.json"])
+def test_native_frames(name):
+    dumps, problems = parse_any((STACKS / "options" / name).read_text(), name)
+    assert problems == []
+    frames = dumps[0].threads[0].frames
+    assert (frames[0].name, frames[0].filename, frames[0].line, frames[0].native) == \
+        ("recv", "libc.so.6", 0, True)
+    assert frames[1].native and frames[1].filename == "socketmodule.c" and frames[1].line == 921
+    assert frames[-1].native and frames[-1].line == 0  # an address with no symbol
+    assert thread_of_interest(dumps[0]).name == "MainThread"
+    assert "_run_code" in [f.name for f in frames] and not frames[-2].native
+
+
+def test_locals_blocks_are_skipped():
+    plain = parse_text((STACKS / "stall/rank0.txt").read_text())[0]
+    with_locals, problems = parse_any((STACKS / "options/stall-rank0-locals.txt").read_text(), "l")
+    assert problems == []
+    assert [frame_key(f, True) for f in with_locals[0].threads[0].frames] == \
+        [frame_key(f, True) for f in plain.threads[0].frames]
+
+
+@pytest.mark.parametrize("name", ["threads.txt", "threads.json"])
+def test_threads_idle_nameless_and_deep(name):
+    dumps, problems = parse_any((STACKS / "threads" / name).read_text(), name)
+    assert problems == [] and len(dumps) == 1
+    by_name = {t.name: t for t in dumps[0].threads}
+    assert set(by_name) == {"MainThread", "heartbeat", "deep", ""}  # "" = py-spy knew no name
+    assert all(t.status == "idle" for t in dumps[0].threads)
+    assert [f.name for f in by_name[""].frames] == ["raw_thread"]
+    deep = by_name["deep"].frames  # 1500 recursive frames, bounded
+    assert len(deep) == KEEP_INNER + 1 + KEEP_OUTER
+    assert deep[KEEP_INNER].name == ELIDED and deep[KEEP_INNER].filename.endswith(" frames")
+    assert deep[-1].name == "Thread._bootstrap"
+    assert deep[2].name == "recurse"
+    # nobody waits in a collective; Event.wait in threading.py does not count
+    assert thread_of_interest(dumps[0]).name == "MainThread"
+
+
+def test_thread_id_decimal_and_hex():
+    text = ('Process 7: python x.py\nPython v3.10.4 (/usr/bin/python3.10)\n\n'
+            'Thread 0x7F4A2B3C4700 (active+gil): "MainThread"\n    run (x.py:3)\n'
+            'Thread 12399 (active)\n    helper (x.py)\n')
+    d = parse_text(text)[0]
+    assert [(t.thread_id, t.status, t.name) for t in d.threads] == \
+        [(0x7F4A2B3C4700, "active+gil", "MainThread"), (12399, "active", "")]
+    assert d.threads[0].active and d.threads[1].frames[0] == Frame("helper", "x.py", 0)
+
+
+def test_multiline_command():
+    d = parse_text((STACKS / "mixed-python/rank1.txt").read_text())[0]
+    assert d.python_version == "3.12.1" and d.command.count("\n") == 3
+    assert [f.name for f in d.threads[0].frames] == \
+        ["Condition.wait", "Event.wait", "wait_forever", "<module>"]
+
+
+def test_concatenated_loop_output():
+    dumps, problems = read_folder_entries(folder("loop"))
+    assert problems == []
+    assert len(dumps) == 6 and all(d.rank is None for d in dumps)
+    assert [d.pid for d in dumps] == sorted(d.pid for d in dumps)  # no rank: ordered by pid
+    by_pid = {d.pid: main_names(d)[0] for d in dumps}
+    assert sorted(by_pid.values()) == ["all_reduce"] * 3 + ["destroy_process_group"] + \
+        ["recv_object_list"] * 2
+
+
+def test_concatenated_json_values():
+    one = (STACKS / "stall/rank1.json").read_text()
+    dumps = parse_json(one + "\n" + one.replace('"pid": 9050', '"pid": 9051'))
+    assert [d.pid for d in dumps] == [9050, 9051]
+
+
+@pytest.mark.parametrize("name, reason", [
+    ("empty.txt", "empty file"),
+    ("garbage.txt", "not py-spy output"),
+    ("pyspy-error.txt", "py-spy failed instead of dumping: Failed to get process"),
+    ("not-a-dump.json", "not a py-spy --json dump"),
+    ("truncated.json", "cut short"),
+])
+def test_bad_files_give_a_reason_and_no_dump(name, reason):
+    text = (STACKS / "bad" / name).read_text()
+    dumps, problems = parse_any(text, name)
+    assert dumps == [] and len(problems) == 1
+    assert problems[0].startswith(name + ": ") and reason in problems[0]
+    parser = parse_json if name.endswith(".json") and text else parse_text
+    with pytest.raises(DumpParseError, match=reason):
+        parser(text, name)
+
+
+def test_truncated_text_keeps_the_frames_before_the_cut():
+    dumps, problems = parse_any((STACKS / "bad/truncated.txt").read_text(), "truncated.txt")
+    assert [f.name for f in dumps[0].threads[0].frames] == \
+        ["recv_object_list", "PipelineSchedule._shape_inference", "PipelineSchedule.step"]
+    assert problems == [("truncated.txt: the file ends mid-line (cut short?); its last line was "
+                         "skipped")]
+
+
+def test_truncated_json_recovers_whole_threads():
+    text = (STACKS / "threads/threads.json").read_text()
+    cut = text[: text.index('"thread_name":"heartbeat"') + 40]
+    dumps, problems = parse_any(cut, "t.json")
+    assert [t.name for t in dumps[0].threads] == ["deep", ""]
+    assert "2 complete thread(s) recovered" in problems[0]
+
+
+def test_header_without_threads_is_a_partial_dump():
+    dumps, problems = read_folder_entries([("rank4.txt", "Process 5: python\nPython v3.11.2 (p)\n")])
+    assert dumps[0].rank == 4 and dumps[0].status == ERROR and dumps[0].threads == ()
+    assert thread_of_interest(dumps[0]) is None
+    assert problems == ["rank4.txt: pid 5: the dump holds no threads (cut short?)"]
+
+
+def test_folder_with_bad_files_keeps_the_good_ones():
+    entries = folder("bad") + folder("stall")
+    dumps, problems = read_folder_entries(entries)
+    assert [d.rank for d in dumps[:3]] == [0, 1, 2]
+    assert {d.source for d in dumps} == {"rank0.txt", "rank1.json", "rank2.txt", "truncated.txt"}
+    for name in ("empty.txt", "garbage.txt", "pyspy-error.txt", "not-a-dump.json",
+                 "truncated.json", "truncated.txt"):
+        assert any(p.startswith(name + ":") for p in problems), name
+
+
+def test_duplicate_ranks_are_kept_and_reported():
+    entries = folder("stall") + [("dump-rank-1.txt", (STACKS / "loop/stall-all-ranks.txt")
+                                  .read_text().split("Process ")[1].join(["Process ", ""]))]
+    dumps, problems = read_folder_entries(entries)
+    assert [d.rank for d in dumps] == [0, 1, 1, 2]
+    assert any(p.startswith("rank 1 appears 2 times (") and "all are kept" in p for p in problems)
+
+
+def test_mixed_python_versions_are_reported():
+    dumps, problems = read_folder_entries(folder("mixed-python"))
+    assert [d.rank for d in dumps] == [0, 1]
+    assert problems == [("dumps come from different Python versions (3.11.7, 3.12.1); frame "
+                         "names may differ between them (3.11+ prints Class.method)")]
+
+
+def test_no_files_and_no_dumps():
+    assert read_folder_entries([]) == ([], ["no py-spy dumps found in 0 file(s)"])
+    dumps, problems = read_folder_entries([("a.txt", ""), ("b.txt", "hello")])
+    assert dumps == [] and problems[-1] == "no py-spy dumps found in 2 file(s)"
+
+
+def test_several_dumps_in_a_ranked_file_do_not_take_its_rank():
+    text = (STACKS / "loop/stall-all-ranks.txt").read_text()
+    dumps, problems = read_folder_entries([("rank5.txt", text)])
+    assert [d.rank for d in dumps] == [None] * 3
+    assert problems == ["rank5.txt: holds 3 dumps, so the rank in its name is not used"]
+
+
+def test_very_deep_text_stack_is_bounded():
+    frames = "".join(f"    recurse (r.py:{i % 7 + 1})\n" for i in range(100_000))
+    text = f'Process 1: p\nPython v3.11.0 (p)\n\nThread 1 (idle): "MainThread"\n{frames}'
+    (d,) = parse_text(text)
+    f = d.threads[0].frames
+    assert len(f) == KEEP_INNER + 1 + KEEP_OUTER
+    assert f[KEEP_INNER] == Frame(ELIDED, f"{100_000 - KEEP_INNER - KEEP_OUTER} frames", 0)
+
+
+@pytest.mark.parametrize("name, rank", [
+    ("rank3.txt", 3), ("rank_3.json", 3), ("dump-rank-3.txt", 3), ("RANK03", 3),
+    ("Rank12.json", 12), ("run/rank7/dump.txt", None), ("dir/rank-0.txt", 0),
+    ("frank3.txt", None), ("crank2.json", None), ("ranks.txt", None), ("dump.txt", None),
+    ("worker_rank4_host1.txt", 4), ("rank.txt", None),
+])
+def test_rank_from_filename(name, rank):
+    assert rank_from_filename(name) == rank
+
+
+@pytest.mark.parametrize("filename, trimmed", [
+    ("/usr/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py",
+     "torch/distributed/distributed_c10d.py"),
+    ("/opt/venv/lib/python3.10/dist-packages/ray/_private/worker.py", "ray/_private/worker.py"),
+    ("torch/distributed/distributed_c10d.py", "torch/distributed/distributed_c10d.py"),
+    ("C:\\py\\Lib\\site-packages\\torch\\x.py", "torch/x.py"),
+    ("<frozen runpy>", "<frozen runpy>"),
+])
+def test_frame_key_trims_package_dirs(filename, trimmed):
+    f = Frame("all_reduce", filename, 12)
+    assert frame_key(f) == ("all_reduce", trimmed)
+    assert frame_key(f, with_line=True) == ("all_reduce", trimmed, 12)
+    assert frame_key(f) == frame_key(Frame("all_reduce", "/elsewhere/site-packages/" + trimmed, 9))
+
+
+def _thread(name, *frames):
+    return ThreadStack(1, name, "idle", tuple(Frame(n, fn, 1) for n, fn in frames))
+
+
+@pytest.mark.parametrize("threads, expected", [
+    # a collective in a helper thread beats an idle MainThread
+    ([_thread("MainThread", ("Event.wait", "threading.py")),
+      _thread("pg-watchdog", ("Work.wait", "torch/distributed/distributed_c10d.py"))],
+     "pg-watchdog"),
+    # MainThread wins when several threads wait in collectives
+    ([_thread("t1", ("barrier", "torch/distributed/distributed_c10d.py")),
+      _thread("MainThread", ("all_gather_into_tensor", "torch/distributed/c10d.py"))],
+     "MainThread"),
+    ([_thread("a", ("Condition.wait", "threading.py")),
+      _thread("b", ("get", "ray/_private/worker.py"), ("run", "driver.py"))], "b"),
+    ([_thread("a", ("recv", "socket.py")), _thread("b", ("loop", "x.py"))], "a"),  # first thread
+    ([_thread("x", ("loop", "x.py")), _thread("MainThread", ("sleep", "x.py"))], "MainThread"),
+])
+def test_thread_of_interest(threads, expected):
+    assert thread_of_interest(ProcessDump(1, threads=tuple(threads))).name == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text())
+def test_parse_any_never_raises_on_arbitrary_text(text):
+    dumps, problems = parse_any(text, "x")
+    assert dumps or problems
+
+
+PIECES = st.sampled_from([
+    "Process 12: python -m x\n", "Process x: y\n", "Python v3.11.2 (/usr/bin/python3)\n",
+    'Thread 0x1F (idle): "MainThread"\n', "Thread 5 (active+gil)\n", "Thread 5 (weird):\n",
+    "    all_reduce (torch/distributed/distributed_c10d.py:2121)\n", "    f (x)\n",
+    "    g (a:b:c:)\n", "        Locals:\n", "            x: 1\n", "\n", "Error: boom\n",
+    "[", "]", "{", "}", '{"frames": [{"name": 1}]}', '[{"pid": "a", "frames": [null]}]', ",",
+    '[{"pid": 3, "thread_id": 1, "frames": [{"name": "f", "filename": "a.py", "line": -1}]}]',
+    "\x00", "    h (y.py:",
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(PIECES, max_size=30))
+def test_parse_any_never_raises_on_dump_like_text(pieces):
+    text = "".join(pieces)
+    dumps, problems = parse_any(text, "x")
+    assert dumps or problems
+    for d in dumps:
+        thread_of_interest(d)
+        for t in d.threads:
+            assert all(isinstance(f.line, int) and f.line >= 0 for f in t.frames)
+    read_folder_entries([("rank1.txt", text), ("rank1.json", text)])
+
+
+def test_deeply_nested_json_is_a_problem_not_a_crash():
+    dumps, problems = parse_any("[" * 100_000, "deep.json")
+    assert dumps == [] and problems and problems[0].startswith("deep.json: ")
