@@ -29,6 +29,8 @@ PURE_MODULES = [
     "rltui.parsing.steps",
     "rltui.parsing.frameworks",
     "rltui.parsing.pyspy",
+    "rltui.diagnosis.stacks",
+    "rltui.diagnosis.stacktree",
 ]
 FORBIDDEN = ["textual", "rich", "pynvml", "psutil", "subprocess"]
 

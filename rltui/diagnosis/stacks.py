@@ -1,0 +1,437 @@
+"""Hang classification from py-spy stacks across ranks (pure: no I/O, no clock).
+
+The playbook's three patterns (section 1), read from the merged stacks (``stacktree``):
+
+* A, cleanup deadlock (``hang-cleanup-deadlock``): some ranks sit in teardown (a wait reached from
+  ``__exit__``/``close``/``destroy``..., or ``destroy_process_group``) or have exited, while the
+  others wait in the loop. The root cause is the exception on the ranks that left.
+* B, collective mismatch (``hang-collective-mismatch``): every rank waits inside the loop, but in
+  different collectives or from different call sites: a code-path divergence.
+* C, same collective (``hang-same-collective``): every rank waits in the same collective from the
+  same call site: the network, or a slow rank; not the code.
+
+Plus ``hang-busy-loop``: ranks on CPU in the same non-collective frame in every sample while the
+steps stall. A pattern is named only when the ranks wait (idle, or in a collective), or their
+stacks stayed the same across samples: a job whose stacks move is progressing (healthy or slow).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Sequence
+
+from rltui.diagnosis.stacktree import (Interner, StackClass, StackTree, merge, pids_of,
+                                       ranks_of)
+from rltui.model import Frame, ProcessDump, Symptom
+from rltui.rankset import compact, label
+
+CLEANUP_DEADLOCK = "hang-cleanup-deadlock"
+COLLECTIVE_MISMATCH = "hang-collective-mismatch"
+SAME_COLLECTIVE = "hang-same-collective"
+BUSY_LOOP = "hang-busy-loop"
+SYMPTOM_OF = {"A": CLEANUP_DEADLOCK, "B": COLLECTIVE_MISMATCH, "C": SAME_COLLECTIVE}
+
+# Verdicts of a report: what the stacks say, before any pattern.
+HANG = "hang"  # the ranks wait (or spin) and nothing says they progress
+PROGRESSING = "progressing"  # stacks changed between samples: healthy or slow
+WORKING = "working"  # one sample, some rank on CPU outside any collective
+UNCLEAR = "unclear"  # one sample, some rank neither waits nor works (no status)
+EMPTY = "empty"  # no stacks at all
+
+
+@dataclass(frozen=True, slots=True)
+class StackReport:
+    verdict: str
+    pattern: str | None  # "A" | "B" | "C" | None
+    symptom_id: str | None
+    title: str
+    classes: tuple[StackClass, ...]  # of the latest sample, with moving/stuck
+    suspect_ranks: tuple[int, ...] = ()
+    missing_ranks: tuple[int, ...] = ()
+    explanation: str = ""
+    divergence: Frame | None = None  # the deepest frame every rank shares
+    branches: tuple[Frame, ...] = ()  # the first frame of each branch below it
+    loop_frame: Frame | None = None  # busy loop: where the ranks spin
+    samples: int = 0
+    confirmed: bool = False  # stuck across samples (or steps known stalled), not one glance
+    unreadable: tuple[int, ...] = ()  # pids whose dump failed (alive, no stack)
+    tree: StackTree | None = None
+
+    @property
+    def hang(self) -> bool:
+        return self.verdict == HANG
+
+
+def where(frame: Frame | None) -> str:
+    """``Trainer.train_step (trainer.py:246)``."""
+    if frame is None:
+        return "(no frame)"
+    file = frame.filename.replace("\\", "/").rsplit("/", 1)[-1]
+    loc = f"{file}:{frame.line}" if frame.line else file
+    return f"{frame.name} ({loc})" if loc else frame.name
+
+
+def who(members: Iterable[int]) -> str:
+    """``ranks 0-2`` / ``rank 3`` / ``pid 812`` for a member set (ranks, or processes by pid)."""
+    members = list(members)
+    ranks, pids = ranks_of(members), pids_of(members)
+    parts = [label(ranks)] if ranks else []
+    if pids:
+        parts.append(("pid " if len(pids) == 1 else "pids ") + ",".join(map(str, pids[:8]))
+                     + (",..." if len(pids) > 8 else ""))
+    return " and ".join(parts) or "no rank"
+
+
+def _verb(members: Sequence[int], one: str, many: str) -> str:
+    return one if len(members) == 1 else many
+
+
+def _chain(c: StackClass, n: int = 4) -> str:
+    """Innermost frames of a class, py-spy order: ``all_reduce <- Trainer._sync_gradients``."""
+    frames = list(reversed(c.frames))
+    text = " <- ".join(f.name for f in frames[:n])
+    return text + (" <- ..." if len(frames) > n else "") if frames else "(empty stack)"
+
+
+def _op_text(c: StackClass) -> str:
+    if c.op is None:
+        return f"at {where(c.deepest)}"
+    site = f" called from {where(c.call_site)}" if c.call_site is not None else ""
+    return f"in {c.op.name}{site}"
+
+
+def classify(samples: Sequence[Sequence[ProcessDump]] | Sequence[ProcessDump],
+             missing_ranks: Iterable[int] = (), *, expected_ranks: Iterable[int] | None = None,
+             world_size: int | None = None, steps_stalled: bool | None = None,
+             lines: bool = False) -> StackReport:
+    """Classify successive dumps of the job (oldest first; a flat list is one sample).
+
+    Ranks are missing when listed in ``missing_ranks``, when their dump says the process exited,
+    or when ``expected_ranks`` / ``world_size`` names them and no dump has them. ``steps_stalled``
+    comes from the logs: True confirms a hang, False rules one out, None means unknown.
+    """
+    if samples and isinstance(samples[0], ProcessDump):
+        samples = [samples]  # type: ignore[list-item]
+    it = Interner()
+    trees = [merge(s, lines=lines, interner=it) for s in samples]  # type: ignore[arg-type]
+    if not trees:
+        trees = [merge((), interner=it)]
+    tree = trees[-1]
+    present = set(tree.paths)
+    unreadable_ranks = {d.rank for d in tree.unreadable if d.rank is not None}
+    missing = {r for r in missing_ranks} | {m for m in tree.exited if m >= 0}
+    if world_size is not None:
+        expected_ranks = range(world_size) if expected_ranks is None else expected_ranks
+    if expected_ranks is not None:
+        missing |= set(expected_ranks) - present - unreadable_ranks
+    missing -= present
+    classes = tuple(_with_state(c, trees) for c in tree.classes)
+    base = dict(classes=classes, missing_ranks=tuple(sorted(missing)), samples=len(trees),
+                unreadable=tuple(sorted(d.pid for d in tree.unreadable)), tree=tree)
+    if not classes:
+        text = "No stacks to compare."
+        if missing:
+            text += f" {label(missing)} missing from the dump."
+        return StackReport(verdict=EMPTY, pattern=None, symptom_id=None, title=text,
+                           explanation=text, **base)
+
+    node, below = tree.divergence()
+    # No children: every rank has the same path, nothing diverges.
+    div = node.frame if below else None
+    branches = tuple(b.frame for b in below if b.frame is not None)
+    base.update(divergence=div, branches=branches)
+    multi = len(trees) >= 2
+    moving = [c for c in classes if c.state == "moving"]
+    working = [c for c in classes if c.op is None and c.active]
+
+    if multi and moving:
+        moved = [m for c in moving for m in c.members]
+        text = (f"The stacks of {who(moved)} changed between the {len(trees)} samples: the job "
+                "is progressing (healthy or slow), not hung.")
+        stuck = [c for c in classes if c.state == "stuck" and c.op is not None]
+        if stuck:
+            text += (" " + "; ".join(f"{who(c.members)} sat {_op_text(c)} in every sample"
+                                     for c in stuck[:3])
+                     + f": if the steps are slow, {who(moved)} may be the slow side.")
+        return StackReport(verdict=PROGRESSING, pattern=None, symptom_id=None,
+                           title="Stacks move between samples: not a hang", explanation=text,
+                           **base)
+    if not multi and working:
+        busy = [m for c in working for m in c.active]
+        text = (f"One sample: the ranks differ and at least one is working: {who(busy)} on CPU "
+                f"at {where(working[0].deepest)}, outside any collective. One dump cannot tell a "
+                "hang from a slow step: dump again in a few seconds and compare.")
+        if missing:
+            text += f" {label(missing)} missing from the dump."
+        return StackReport(verdict=WORKING, pattern=None, symptom_id=None,
+                           title="Ranks differ; at least one is working", explanation=text,
+                           **base)
+    if not multi:
+        unsure = [m for c in classes if c.op is None for m in c.members if m not in c.idle]
+        if unsure:
+            text = (f"One sample: {who(unsure)} neither waits in a recognised collective nor is "
+                    "reported idle or active; dump again to see whether the stacks move.")
+            return StackReport(verdict=UNCLEAR, pattern=None, symptom_id=None,
+                               title="One sample: cannot tell whether the ranks wait",
+                               explanation=text, **base)
+
+    # From here every rank waits (one sample) or no stack moved (several samples).
+    confirmed = multi or steps_stalled is True
+    base["confirmed"] = confirmed
+    if steps_stalled is False:
+        text = ("The stacks did not change, but the steps still advance: not a hang "
+                f"({who(present)} {_op_text(classes[0])}).")
+        return StackReport(verdict=PROGRESSING, pattern=None, symptom_id=None,
+                           title="Steps advance: not a hang", explanation=text, **base)
+    spinning = [c for c in classes if c.op is None and c.active] if multi else []
+    if spinning:
+        return _busy_loop(classes, spinning, missing, base)
+    teardown = [c for c in classes if c.teardown]
+    loop = [c for c in classes if not c.teardown]
+    if (teardown and loop) or missing:
+        return _pattern_a(classes, teardown, loop, missing, div, branches, base)
+    return _pattern_b_or_c(classes, div, branches, base)
+
+
+def _with_state(c: StackClass, trees: Sequence[StackTree]) -> StackClass:
+    """Stuck: every member had the same path (by function) in every sample that has it."""
+    if len(trees) < 2:
+        return c
+    moved = seen_twice = False
+    for m in c.members:
+        for t in trees[:-1]:
+            p = t.paths.get(m)
+            if p is None:
+                continue
+            seen_twice = True
+            if p != c.fids:
+                moved = True
+                break
+        if moved:
+            break
+    state = "moving" if moved else ("stuck" if seen_twice else "unknown")
+    return replace(c, state=state)
+
+
+def _busy_loop(classes, spinning, missing, base) -> StackReport:
+    ranks = [m for c in spinning for m in c.active]
+    # The loop's frame: the innermost Python frame (native frames name the interpreter).
+    loop = next((f for f in reversed(spinning[0].frames) if not f.native), spinning[0].deepest)
+    waiting = [c for c in classes if c.op is not None]
+    text = (f"{who(ranks)} stayed on CPU in {where(loop)} in every sample, outside any "
+            "collective: a busy loop, not a communication wait.")
+    if waiting:
+        text += " " + "; ".join(f"{who(c.members)} {_verb(c.members, 'waits', 'wait')} "
+                                f"{_op_text(c)}" for c in waiting[:3])
+        text += f", most likely for {who(ranks)}."
+    if missing:
+        text += f" {label(missing)} missing from the dump."
+    text += (f" Look at the loop in {where(loop)}: its exit condition, or what it polls (a "
+             "queue, a flag, a file another rank should write).")
+    return StackReport(verdict=HANG, pattern=None, symptom_id=BUSY_LOOP,
+                       title=f"{who(ranks)} {_verb(ranks, 'spins', 'spin')} in "
+                             f"{loop.name if loop else '?'} (busy loop)",
+                       suspect_ranks=ranks_of(ranks), explanation=text, loop_frame=loop, **base)
+
+
+def _pattern_a(classes, teardown, loop, missing, div, branches, base) -> StackReport:
+    left = [m for c in teardown for m in c.members]
+    waiting_loop = [c for c in loop if c.op is not None] or loop
+    waiters = [m for c in waiting_loop for m in c.members]
+    parts = []
+    if missing:
+        parts.append(f"{label(missing)} exited (missing from the dump)")
+    if left:
+        parts.append(f"{who(left)} {_verb(left, 'sits', 'sit')} in cleanup "
+                     f"{_op_text(teardown[0])}")
+    gone = " and ".join(parts)
+    text = (f"{gone}, while {who(waiters) if waiters else 'no other rank'} "
+            f"{_verb(waiters, 'waits', 'wait')} "
+            + "; ".join(_op_text(c) for c in waiting_loop[:3]) + ". ")
+    if waiters:
+        text += (f"{who(waiters)} {_verb(waiters, 'waits', 'wait')} for "
+                 f"{label(missing) if missing else who(left)}, which "
+                 "left the training loop and will never join that call. ")
+    if div is not None and branches:
+        text += f"The ranks diverge below {where(div)}. "
+    suspects = sorted(set(missing) | set(ranks_of(left)))
+    text += (f"Look at why {label(suspects) if suspects else 'those ranks'} left the loop: "
+             "the exception in the log is the root cause (it may have been swallowed by "
+             "cleanup code in __exit__); rerun with CUDA_LAUNCH_BLOCKING=1 if it was a CUDA "
+             "error.")
+    if missing and not left:
+        title = f"{label(missing)} exited while {who(waiters)} {_verb(waiters, 'waits', 'wait')}"
+    else:
+        title = f"Cleanup deadlock: {who(left or missing)} in teardown, {who(waiters)} wait"
+    return StackReport(verdict=HANG, pattern="A", symptom_id=CLEANUP_DEADLOCK, title=title,
+                       suspect_ranks=tuple(suspects), explanation=text, **base)
+
+
+def _pattern_b_or_c(classes, div, branches, base) -> StackReport:
+    # A wait's signature: the path down to the collective plus the lines of its callers. Frames
+    # inside the collective do not count (the same op may sit in different internals).
+    # Units: (signature, members, class). One class splits into several units when its ranks
+    # call the collective from different lines.
+    groups: dict[Any, list[tuple[list[int], StackClass]]] = {}
+    for c in classes:
+        if c.op_index is None:
+            groups.setdefault(("at", c.fids), []).append((list(c.members), c))
+        else:
+            for site, ms in c.sites:
+                groups.setdefault((c.fids[:c.op_index + 1], site), []).append((list(ms), c))
+    recognised = all(c.op is not None for c in classes)
+    if len(groups) == 1 and recognised:
+        c = classes[0]
+        members = [m for k in classes for m in k.members]
+        text = (f"Every rank ({who(members)}) waits {_op_text(c)}: the same collective from "
+                "the same call site. This is not a code-path divergence: suspect the network "
+                "or a slow rank. Check NCCL_DEBUG=INFO output for the slow or stuck peer, the "
+                "network interface (NCCL_SOCKET_IFNAME, NCCL_IB_DISABLE=0) and whether one "
+                "rank's GPU or host is slower.")
+        return StackReport(verdict=HANG, pattern="C", symptom_id=SAME_COLLECTIVE,
+                           title=f"All ranks wait in {c.op.name if c.op else '?'}",
+                           explanation=text, **base)
+    if len(groups) == 1 and not recognised:
+        c = classes[0]
+        text = (f"Every rank ({who(c.members)}) is idle at {where(c.deepest)}, which is not "
+                "a recognised collective or wait. If it is your framework's communication "
+                "call, this is the same-collective picture: check the network and look for "
+                "a slow rank.")
+        return StackReport(verdict=HANG, pattern=None, symptom_id=None,
+                           title=f"All ranks idle at {c.deepest.name if c.deepest else '?'}",
+                           explanation=text, **base)
+    units = sorted(((sum(len(ms) for ms, _ in us), sig, us) for sig, us in groups.items()),
+                   key=lambda x: -x[0])
+    largest = units[0][0]
+    minority = [m for n, _, us in units if n < largest for ms, _ in us for m in ms]
+    desc = "; ".join(f"{who(m for ms, _ in us for m in ms)} {_unit_text(sig, us[0][1])}"
+                     for _, sig, us in units[:4])
+    text = f"All ranks are inside the loop but wait at different places: {desc}. "
+    if div is not None and branches:
+        text += (f"They diverge below {where(div)}: "
+                 + " vs ".join(where(b) for b in branches[:3]) + ". ")
+    if not recognised:
+        text += "Some ranks are not in a recognised collective. "
+    text += ("A collective is called on some ranks and not on others: compare the two call "
+             "sites for a branch that differs across ranks (data-dependent, rank-dependent or "
+             "an early exit); TORCH_DISTRIBUTED_DEBUG=DETAIL logs every collective with its "
+             "ranks and shapes.")
+    if minority:
+        text += f" The odd ones out: {who(minority)}."
+    return StackReport(verdict=HANG, pattern="B", symptom_id=COLLECTIVE_MISMATCH,
+                       title="Ranks wait in different collectives or call sites",
+                       suspect_ranks=ranks_of(minority), explanation=text, **base)
+
+
+def _unit_text(sig: Any, c: StackClass) -> str:
+    """Where one unit waits; with the caller's line when several units share a class."""
+    if c.op is not None and c.call_site is not None and len(c.sites) > 1:
+        caller = replace(c.call_site, line=sig[1][c.op_index - 1])
+        return f"in {c.op.name} called from {where(caller)}"
+    return _op_text(c)
+
+
+# -- output ----------------------------------------------------------------------------------------
+
+def _frame_json(f: Frame | None) -> dict[str, Any] | None:
+    if f is None:
+        return None
+    out: dict[str, Any] = {"name": f.name, "file": f.filename, "line": f.line}
+    if f.native:
+        out["native"] = True
+    return out
+
+
+def class_json(c: StackClass) -> dict[str, Any]:
+    return {
+        "ranks": compact(c.ranks),
+        "count": len(c.members),
+        "pids": list(c.pids),
+        "thread": c.thread,
+        "state": c.state,
+        "moving": None if c.state == "unknown" else c.state == "moving",
+        "active": compact(r for r in c.active if r >= 0),
+        "op": c.op.name if c.op else None,
+        "call_site": _frame_json(c.call_site),
+        "teardown": c.teardown,
+        "deepest": _frame_json(c.deepest),
+        "frames": [_frame_json(f) for f in c.frames],  # signature, root first
+    }
+
+
+def report_json(report: StackReport) -> dict[str, Any]:
+    """The ``stacks`` object of the JSON report."""
+    return {
+        "verdict": report.verdict,
+        "pattern": report.pattern,
+        "symptom_id": report.symptom_id,
+        "title": report.title,
+        "samples": report.samples,
+        "confirmed": report.confirmed,
+        "classes": [class_json(c) for c in report.classes],
+        "suspect_ranks": list(report.suspect_ranks),
+        "missing_ranks": list(report.missing_ranks),
+        "unreadable_pids": list(report.unreadable),
+        "divergence": _frame_json(report.divergence),
+        "branches": [_frame_json(f) for f in report.branches],
+        "loop_frame": _frame_json(report.loop_frame),
+        "explanation": report.explanation,
+    }
+
+
+_NEXT = {
+    CLEANUP_DEADLOCK: (
+        "Go back to the exception on the ranks that left the loop (exited or in cleanup): read "
+        "the end of their log for a traceback or OOM; cleanup code in __exit__ may have "
+        "swallowed it.",
+        "If it was a CUDA error, rerun with CUDA_LAUNCH_BLOCKING=1 so it surfaces at the right "
+        "line (debugging only: large slowdown).",
+        "Make cleanup not wait on peers after an error (skip destroy_process_group or barrier "
+        "when an exception is in flight) so the job fails instead of hanging.",
+    ),
+    COLLECTIVE_MISMATCH: (
+        "A code-path divergence: compare the call sites where the ranks wait and find the "
+        "branch that differs across ranks (rank-, data- or shape-dependent).",
+        "Relaunch with TORCH_DISTRIBUTED_DEBUG=DETAIL to log every collective with its ranks "
+        "and shapes, and NCCL_TIMEOUT=300 to fail fast.",
+    ),
+    SAME_COLLECTIVE: (
+        "Not a code bug: every rank is at the same collective. Suspect the network or a slow "
+        "rank: relaunch with NCCL_DEBUG=INFO and look for the peer that never answers.",
+        "Multi-node: check NCCL_SOCKET_IFNAME (the right interface) and NCCL_IB_DISABLE=0 "
+        "(InfiniBand on); compare per-rank step times and GPU use to find the slow rank.",
+    ),
+    BUSY_LOOP: (
+        "Read the loop named in the evidence: its exit condition and what it waits for (a "
+        "queue, a flag, a file, a reply from another rank or a Ray actor).",
+        "Dump again with --locals to see the loop's variables.",
+    ),
+}
+
+
+def symptoms(report: StackReport) -> list[Symptom]:
+    """The report as symptoms (at most one); none unless the stacks show a hang."""
+    if report.symptom_id is None:
+        return []
+    evidence = []
+    for c in report.classes[:6]:
+        state = "" if c.state == "unknown" else f" [{c.state}]"
+        evidence.append(f"{who(c.members)}: {_chain(c)}{state}")
+    if len(report.classes) > 6:
+        evidence.append(f"... {len(report.classes) - 6} more classes")
+    if report.divergence is not None and report.branches:
+        evidence.append(f"ranks diverge below {where(report.divergence)}: "
+                        + " vs ".join(where(b) for b in report.branches[:3]))
+    if report.loop_frame is not None:
+        evidence.append(f"busy loop at {where(report.loop_frame)}")
+    if report.missing_ranks:
+        evidence.append(f"{label(report.missing_ranks)} missing from the dump (exited): read "
+                        "its traceback")
+    if not report.confirmed:
+        evidence.append("one sample only: dump again to confirm the stacks do not move")
+    evidence.append(report.explanation)
+    ranks = report.suspect_ranks or tuple(r for c in report.classes for r in c.ranks)
+    return [Symptom(id=report.symptom_id,
+                    severity="critical" if report.confirmed else "warning",
+                    title=report.title, ranks=tuple(sorted(set(ranks))),
+                    evidence=tuple(evidence), next_steps=_NEXT[report.symptom_id])]
