@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="lowest severity that makes the exit code 1 (default critical)")
     dg.add_argument("--duration", type=float, default=1.0,
                     help="seconds to sample live sources (default 1; sustained checks need more)")
+    dg.add_argument("--stacks", metavar="DIR",
+                    help="also read saved py-spy dumps (text or JSON, one file per process, "
+                         "rank<N> in the file name) and classify the hang")
     dg.add_argument("--now", metavar="TIME",
                     help="what 'now' is for stall checks on logs read offline: POSIX seconds "
                          "or an ISO time such as 2026-03-01T12:00:00 (default: the time of "
@@ -289,15 +292,62 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         result = monitor.evaluate(now if now is not None else time.time())
         notes, mode, now_source = [], "live", "--now" if now is not None else "clock"
     snap, diagnosis = result
+    stacks_json = None
+    if getattr(args, "stacks", None):
+        diagnosis, stacks_json, stack_notes = _with_stacks(diagnosis, args.stacks)
+        notes = list(notes) + stack_notes
     if notes:
         from dataclasses import replace
         diagnosis = replace(diagnosis, notes=diagnosis.notes + tuple(notes))
     if args.json:
         import json
-        print(json.dumps(report.to_json(snap, diagnosis, mode, now_source), indent=2))
+        doc = report.to_json(snap, diagnosis, mode, now_source)
+        if stacks_json is not None:
+            doc["stacks"] = stacks_json
+        print(json.dumps(doc, indent=2))
     else:
         sys.stdout.write(report.to_text(snap, diagnosis))
     return EXIT_FOUND if report.should_fail(diagnosis, args.fail_on) else EXIT_OK
+
+
+MAX_DUMP_BYTES = 64 << 20  # a saved dump is kilobytes; anything this big is not one
+
+
+def _read_dump_folder(folder: str) -> tuple[list[tuple[str, str]], list[str]]:
+    path = Path(folder)
+    if not path.is_dir():
+        raise UsageError(f"--stacks {folder}: not a directory")
+    files, problems = [], []
+    for entry in sorted(path.iterdir()):
+        if not entry.is_file():
+            continue
+        try:
+            if entry.stat().st_size > MAX_DUMP_BYTES:
+                problems.append(f"{entry.name}: larger than {MAX_DUMP_BYTES >> 20} MiB, skipped")
+                continue
+            files.append((entry.name, entry.read_bytes().decode("utf-8", errors="replace")))
+        except OSError as exc:
+            problems.append(f"{entry.name}: unreadable: {exc.strerror or exc}")
+    return files, problems
+
+
+def _with_stacks(diagnosis, folder: str):
+    """Classify the dumps in ``folder`` and add the hang symptom to ``diagnosis``."""
+    from dataclasses import replace
+
+    from rltui.diagnosis import verdict_of
+    from rltui.diagnosis.stacks import classify, report_json, symptoms
+    from rltui.model import severity_rank
+    from rltui.parsing.pyspy import read_folder_entries
+
+    files, problems = _read_dump_folder(folder)
+    dumps, parse_problems = read_folder_entries(files)
+    stack_report = classify([dumps])
+    found = list(diagnosis.symptoms) + symptoms(stack_report)
+    found.sort(key=lambda s: (-severity_rank(s.severity), s.id, s.ranks))
+    diagnosis = replace(diagnosis, symptoms=tuple(found), verdict=verdict_of(found))
+    notes = [f"--stacks: {p}" for p in problems + parse_problems]
+    return diagnosis, report_json(stack_report), notes
 
 
 COMMANDS = {None: cmd_watch, "demo": cmd_demo, "replay": cmd_replay, "record": cmd_record,

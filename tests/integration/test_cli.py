@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +110,31 @@ def test_corrupt_recording_keeps_good_lines_and_says_so(tmp_path):
     assert out.returncode == 1
     doc = json.loads(out.stdout)
     assert any("skipped 2 bad line(s)" in n for n in doc["notes"])
+
+
+STACKS = Path(__file__).resolve().parents[2] / "fixtures" / "stacks"
+
+
+@pytest.mark.parametrize("folder, symptom, pattern, suspects", [
+    ("stall", "hang-same-collective", "C", []),
+    ("cleanup-deadlock", "hang-cleanup-deadlock", "A", [2]),
+    ("collective-mismatch", "hang-collective-mismatch", "B", []),
+])
+def test_diagnose_saved_stacks_names_the_pattern(folder, symptom, pattern, suspects):
+    out = rltui("diagnose", "--stacks", str(STACKS / folder), "--duration", "0",
+                "--match", "(?!)", "--json")
+    doc = json.loads(out.stdout)
+    assert [s["id"] for s in doc["symptoms"]] == [symptom]
+    assert doc["stacks"]["pattern"] == pattern
+    assert doc["stacks"]["suspect_ranks"] == suspects
+    # One sample only: a warning that asks for a second dump, not a confirmed critical.
+    assert doc["symptoms"][0]["severity"] == "warning" and out.returncode == 0
+
+
+def test_diagnose_stacks_reports_bad_files_and_a_missing_folder(tmp_path):
+    out = rltui("diagnose", "--stacks", str(STACKS / "bad"), "--duration", "0",
+                "--match", "(?!)", "--json")
+    assert out.returncode == 0, out.stderr
+    assert any(n.startswith("--stacks: ") for n in json.loads(out.stdout)["notes"])
+    missing = rltui("diagnose", "--stacks", str(tmp_path / "nope"), "--duration", "0")
+    assert missing.returncode == 2 and "not a directory" in missing.stderr
