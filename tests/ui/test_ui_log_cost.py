@@ -4,9 +4,6 @@ lines leave in chunks, and 16 ranks writing 100 lines/s each cost a few millisec
 
 from __future__ import annotations
 
-import time
-from statistics import median
-
 from rltui.logbook import LogBook
 from rltui.model import LogLine, LogPoll, LogUpdate
 from rltui.ui.widgets.log_buffer import MARKER, LogBuffer
@@ -47,23 +44,20 @@ def test_old_lines_leave_in_chunks_and_positions_stay_valid():
     assert all(buf.at(p) is not None and "rank 3" in buf.at(p).text for p in buf.matches)
 
 
-async def test_sixteen_growing_logs_keep_the_ui_thread_free(replay_app):
+async def test_sixteen_growing_logs_are_appended_and_followed(replay_app):
     """16 ranks writing 100 lines/s each, one evaluation a second: each update appends 1600
-    lines and must cost the UI thread a few milliseconds, not a redraw of the whole log."""
+    lines and the view follows them. What an update costs is measured, not asserted here:
+    tests/benchmarks/test_ui_update.py and docs/performance.md."""
     app = replay_app("with_logs")
     async with app.run_test(size=(200, 60)) as pilot:
         await pilot.press("e")
         book = app.monitor.tracker.logbook
         pane = app.main_screen.logs
         lines = pane.log_view.lines
-        took = []
         for tick in range(10):
             book.apply(_poll(16, 100, 1 + tick * 100, T0 + tick))
-            start = time.perf_counter()
             app.action_refresh()  # replay: evaluate and show again
             lines.render_lines(lines.size.region)
-            took.append(time.perf_counter() - start)
         await pilot.pause()
         assert lines.follow and lines.scroll_y == lines.max_scroll_y
         assert pane.log_view.buffer.entries[-1].text.startswith("INFO step 1000 rank 15")
-        assert median(took) < 0.050, f"median update {median(took) * 1000:.1f} ms"

@@ -492,10 +492,8 @@ def test_exception_group_members_are_read():
 # -- bounds ------------------------------------------------------------------------------------------
 def test_one_megabyte_garbage_line():
     junk = "x" * (1 << 20)
-    started = time.perf_counter()
     # Only the first MAX_LINE chars of a line are looked at: the marker past them is not seen.
     assert run([junk, "\x00\xff" * 1000, junk + "Traceback (most recent call last)"]) == []
-    assert time.perf_counter() - started < 1.0
     got = run(TB[:3] + ["    " + junk] + TB[3:])
     (event,) = got
     assert len(event.text) < tb.MAX_STORED_LINE * 10 and (event.line_no, event.end_line) == (1, 7)
@@ -563,18 +561,7 @@ def test_parsers_are_total(text):
     report.fields()
 
 
-# -- speed and purity --------------------------------------------------------------------------------
-def test_ordinary_lines_are_cheap():
-    lines = ["step:12 - actor/pg_loss:-0.0038 - critic/score/mean:0.43 - timing_s/step:96.88",
-             "(AReaL) 20260521-18:37:16.123 StatsLogger INFO: Epoch 1/1 Step 3/100 Train step 3/100 done.",
-             "INFO 08-13 19:25:45 ppo_trainer.py:547] Global step 3: {'policy_loss': 0.1}"]
-    reader = EventReader()
-    started = time.perf_counter()
-    for i in range(60000):
-        reader.feed(lines[i % 3], i, 0.0)
-    assert time.perf_counter() - started < 2.0  # ~0.1 s on a laptop; generous for loaded CI
-
-
+# -- purity ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("module", ["rltui.parsing.events", "rltui.parsing.oom", "rltui.parsing.distfail",
                                     "rltui.parsing.tracebacks"])
 def test_event_parsers_are_pure(module):
