@@ -38,7 +38,7 @@ class HeaderBar(Static):
         key = (text.plain, tuple(text.spans))
         if key != self._last:
             self._last = key
-            self.update(text)
+            self.update(text, layout=False)  # a fixed two-line bar: no layout pass
 
     def _text(self, view: View) -> Text:
         snap, pal = view.snapshot, view.palette

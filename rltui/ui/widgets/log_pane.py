@@ -51,14 +51,15 @@ class LogPane(Vertical):
     def show(self, view: View) -> None:
         """Called after every evaluation: append what is new, retitle, say what is missing."""
         snap = view.snapshot
-        lines = self.book.lines_since(self._seq) if self.book is not None else []
-        if self._wait(view, lines):
-            return
-        self._fed_at = snap.timestamp
         index = self._index = log_index(snap)
-        if lines:
-            self._seq = lines[-1].seq
-        self.log_view.feed(lines, index.rank_of_path, snap.logs, view.palette)
+        lines = self.book.lines_since(self._seq) if self.book is not None else []
+        if not self._wait(view, lines):
+            self._fed_at = snap.timestamp
+            if lines:
+                self._seq = lines[-1].seq
+            self.log_view.feed(lines, index.rank_of_path, snap.logs, view.palette)
+        # Title, progress and message are one line each: kept current at every update even
+        # while the lines themselves are paced.
         set_title(self, self._title(index))
         self._say(view, index)
 

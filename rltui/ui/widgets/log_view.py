@@ -301,4 +301,5 @@ class LogView(Vertical):
         out.append("   f follow  / search  x errors  . , error", style=pal.dim)
         if self.can_open:
             out.append("  < > rank  o open", style=pal.dim)
-        self.status.update(out)
+        # One line of fixed height: no layout pass (a layout repaints the whole pane).
+        self.status.update(out, layout=False)
