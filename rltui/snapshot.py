@@ -123,9 +123,9 @@ def _missing_from_world(procs: tuple[ProcInfo, ...], now: float,
                         known: set[int | None]) -> list[DepartedRank]:
     """Ranks a single-node job should have but does not, even if we never saw them.
 
-    Only when every live process agrees that the whole world lives on this node
-    (LOCAL_WORLD_SIZE == WORLD_SIZE, or WORLD_SIZE alone with no LOCAL_WORLD_SIZE and no rank
-    beyond it); on a multi-node job the other ranks are elsewhere, not missing.
+    Only when every live process says the whole world lives on this node (LOCAL_WORLD_SIZE ==
+    WORLD_SIZE). WORLD_SIZE alone cannot tell: on a multi-node job the other ranks are on other
+    nodes, not missing (ranks 4-5 of 8 here would otherwise report 0-3 and 6-7).
     """
     ranked = [p for p in procs if p.rank is not None and not p.is_zombie]
     if not ranked:
@@ -135,7 +135,7 @@ def _missing_from_world(procs: tuple[ProcInfo, ...], now: float,
     if len(worlds) != 1 or None in worlds:
         return []
     world = worlds.pop()
-    if local_worlds != {None} and local_worlds != {world}:
+    if local_worlds != {world}:
         return []
     if world is None or world > 4096:
         return []

@@ -129,8 +129,9 @@ def test_failed_procs_scan_keeps_the_last_processes_and_departs_nobody():
     # single node: LOCAL_WORLD_SIZE == WORLD_SIZE
     ((proc(100, 0, 4, 4), proc(101, 1, 4, 4), proc(103, 3, 4, 4)), {2}),
     ((proc(100, 0, 4, 4),), {1, 2, 3}),
-    # WORLD_SIZE alone
-    ((proc(100, 0, 2), ), {1}),
+    # WORLD_SIZE alone cannot say the job is single-node: no inference
+    ((proc(100, 0, 2), ), set()),
+    ((proc(100, 4, 8), proc(101, 5, 8)), set()),
     # complete world
     ((proc(100, 0, 2, 2), proc(101, 1, 2, 2)), set()),
     # multi-node: LOCAL_WORLD_SIZE != WORLD_SIZE, the other ranks live elsewhere
