@@ -162,7 +162,7 @@ def now_note(snap: NodeSnapshot) -> str:
     return f"now = {_clock(snap.timestamp)} ({snap.now_source or 'the clock of this run'})"
 
 
-def _events(snap: NodeSnapshot, kinds: Iterable[str]) -> list[tuple[LogFileState, LogEvent]]:
+def events_of(snap: NodeSnapshot, kinds: Iterable[str]) -> list[tuple[LogFileState, LogEvent]]:
     wanted = set(kinds)
     return [(log, e) for log in snap.logs for e in log.events if e.kind in wanted]
 
@@ -171,10 +171,10 @@ def zero_step_completion(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
                          th: Thresholds) -> list[Symptom]:
     if not snap.logs or any(log.steps_seen for log in snap.logs):
         return []
-    banners = _events(snap, ["completion"])
+    banners = events_of(snap, ["completion"])
     live = _liveness(snap)
     ended_quietly = (live == "gone" and snap.departed
-                     and not _events(snap, ["traceback", "child-failed", *OOM_KINDS]))
+                     and not events_of(snap, ["traceback", "child-failed", *OOM_KINDS]))
     if not banners and not ended_quietly:
         return []
     evidence = [f"{ref(log, e)}: {e.summary}" for log, e in banners[:4]]
@@ -186,7 +186,7 @@ def zero_step_completion(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
     if live == "alive":
         evidence.append(f"{len(snap.live_procs)} job process(es) still alive: probably hanging "
                         "in cleanup (destroy_process_group)")
-    failures = _events(snap, ["failure", "traceback"])
+    failures = events_of(snap, ["failure", "traceback"])
     evidence.extend(f"{ref(log, e)}: {e.summary}" for log, e in failures[:3])
     return [Symptom(
         id="zero-step-completion",
@@ -209,7 +209,7 @@ def zero_step_completion(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
 
 def nccl_timeout(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
                  th: Thresholds) -> list[Symptom]:
-    found = _events(snap, ["nccl-timeout"])
+    found = events_of(snap, ["nccl-timeout"])
     if not found:
         return []
     evidence = []
@@ -254,7 +254,7 @@ def nccl_timeout(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
 
 def cuda_oom(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
              th: Thresholds) -> list[Symptom]:
-    found = _events(snap, OOM_KINDS)
+    found = events_of(snap, OOM_KINDS)
     if not found:
         return []
     evidence, steps = [], []

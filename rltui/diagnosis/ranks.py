@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from rltui.diagnosis import playbook
-from rltui.diagnosis.logs import ERROR_KINDS, _events, last_error, ref
+from rltui.diagnosis.logs import ERROR_KINDS, events_of, last_error, ref
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import NodeSnapshot, Symptom
 from rltui.rankset import label as rank_label
@@ -37,7 +37,7 @@ def rank_exited(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
                            (info.stdout_path, info.stderr_path) if info else ())
         if error:
             evidence.append(f"{who}'s last error: {error}")
-    for log, e in _events(snap, ["child-failed"])[:4]:
+    for log, e in events_of(snap, ["child-failed"])[:4]:
         evidence.append(f"{ref(log, e)}: {e.summary}")
     alive_ranks = [p.rank for p in alive if p.rank is not None]
     evidence.append(f"still running: {rank_label(alive_ranks) if alive_ranks else '-'} "
@@ -63,7 +63,7 @@ def rank_exited(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
 
 
 def _from_child_failed(snap: NodeSnapshot) -> list[Symptom]:
-    found = _events(snap, ["child-failed"])
+    found = events_of(snap, ["child-failed"])
     if not found:
         return []
     ranks = tuple(sorted({r for _, e in found if isinstance(r := e.field("rank"), int)}))

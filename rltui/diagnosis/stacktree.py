@@ -18,6 +18,7 @@ from operator import attrgetter
 from typing import Iterable, Sequence
 
 from rltui.model import OK, Frame, ProcessDump, ThreadStack
+from rltui.parsing.pyspy import trim_path
 
 # -- recognising collectives and waits -------------------------------------------------------------
 # Matched on the last dotted part of the name: py-spy 0.4 on Python 3.11 prints methods as
@@ -65,15 +66,6 @@ _KEY = attrgetter("name", "filename", "line", "native")  # a frame's identity, l
 def short_name(name: str) -> str:
     """``Trainer.train_step`` -> ``train_step`` (what collective names are matched on)."""
     return name.rpartition(".")[2]
-
-
-def trim_path(filename: str) -> str:
-    """Drop the interpreter-specific prefix: ``.../site-packages/torch/x.py`` -> ``torch/x.py``."""
-    for marker in ("site-packages/", "dist-packages/"):
-        cut = filename.rfind(marker)
-        if cut >= 0:
-            return filename[cut + len(marker):]
-    return filename
 
 
 def comm_tier(frame: Frame) -> int:

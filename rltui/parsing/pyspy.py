@@ -63,7 +63,9 @@ def _is_native(filename: str) -> bool:
     return not filename.endswith((".py", ".pyx")) and not filename.startswith("<")
 
 
-def _trim(filename: str) -> str:
+def trim_path(filename: str) -> str:
+    """Drop the interpreter-specific prefix: ``.../site-packages/torch/x.py`` -> ``torch/x.py``
+    (ranks may run from different virtualenvs; the same code must group together)."""
     path = filename.replace("\\", "/")
     for marker in _PKG_DIRS:
         at = path.rfind(marker)
@@ -75,7 +77,7 @@ def _trim(filename: str) -> str:
 def frame_key(frame: Frame, with_line: bool = False) -> tuple:
     """A hashable identity for grouping equal frames across ranks: name plus the file with any
     site-packages/dist-packages prefix trimmed (ranks may run from different virtualenvs)."""
-    key: tuple = (frame.name, _trim(frame.filename))
+    key: tuple = (frame.name, trim_path(frame.filename))
     return key + (frame.line,) if with_line else key
 
 
@@ -413,7 +415,7 @@ def _folder_checks(dumps: list[ProcessDump], nfiles: int) -> list[str]:
 def _waits_in_collective(thread: ThreadStack) -> bool:
     for f in thread.frames:
         leaf = f.name.rsplit(".", 1)[-1]
-        path = _trim(f.filename)
+        path = trim_path(f.filename)
         if leaf in ("get", "wait") and ("ray/" in path or f.module.startswith("ray")):
             return True
         if leaf in COLLECTIVE_CALLS and not path.endswith(_STDLIB_WAITS) \
