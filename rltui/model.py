@@ -174,6 +174,9 @@ class NodeSnapshot:
     logs: tuple["LogFileState", ...] = ()
     unmatched_logs: tuple[str, ...] = ()  # --log globs that match nothing yet
     now_source: str = ""  # what "now" is when it is not the monitor's clock (e.g. "--now")
+    # The latest rounds of py-spy dumps, oldest first (bounded): successive samples tell
+    # stuck stacks from moving ones.
+    stacks: tuple["StackPoll", ...] = ()
 
     def source(self, name: str) -> SourceState | None:
         for state in self.sources:
@@ -370,3 +373,22 @@ class ProcessDump:
     timestamp: float | None = None
     status: str = OK  # ok | exited (died during the dump) | timeout | denied | error
     message: str = ""
+    duration: float | None = None  # seconds py-spy took for this process
+
+
+@dataclass(frozen=True, slots=True)
+class StackPoll:
+    """Payload of a "stacks" reading: one round of py-spy dumps over the job's processes.
+
+    The reading's status sums the round up: ``ok`` when at least one process was dumped,
+    ``unavailable`` when py-spy is missing, ``denied`` when ptrace is refused for every process
+    (one state with one remedy, not an error per rank). Each dump carries its own status.
+    """
+
+    dumps: tuple[ProcessDump, ...] = ()
+    started: float = 0.0  # POSIX time the round started
+    finished: float = 0.0
+    trigger: str = "periodic"  # periodic | on-demand
+    nonblocking: bool = True  # periodic rounds never pause the job; on-demand ones may
+    native: bool = False
+    command: str = ""  # the py-spy command line, with {pid} for the process id

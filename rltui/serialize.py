@@ -21,6 +21,7 @@ PAYLOAD_TYPES: dict[str, type] = {
     "gpus": model.GpuPoll,
     "procs": model.ProcPoll,
     "logs": model.LogPoll,
+    "stacks": model.StackPoll,
 }
 
 

@@ -15,9 +15,10 @@ from typing import Iterable
 from rltui import model
 from rltui.logbook import LogBook
 from rltui.model import (DepartedRank, GpuPoll, LogPoll, NodeSnapshot, ProcInfo, ProcPoll,
-                         Reading, SourceState)
+                         Reading, SourceState, StackPoll)
 
 DEFAULT_HISTORY = 600
+STACK_SAMPLES = 3  # rounds of dumps kept: enough to call a class stuck or moving
 
 
 @dataclass
@@ -40,6 +41,7 @@ class Tracker:
     _extra: dict[str, Reading] = field(default_factory=dict)
     logbook: LogBook = field(default_factory=LogBook)
     now_source: str = ""
+    _stacks: deque = field(default_factory=lambda: deque(maxlen=STACK_SAMPLES))
 
     def apply(self, reading: Reading) -> None:
         prev = self._sources.get(reading.source)
@@ -61,8 +63,13 @@ class Tracker:
         elif reading.source == "logs":
             if isinstance(reading.payload, LogPoll):
                 self.logbook.apply(reading.payload, reading.timestamp)
+        elif reading.source == "stacks":
+            # A failed round (py-spy missing, ptrace denied) keeps the earlier samples: the
+            # header says why no new ones come, the last good stacks stay readable.
+            if isinstance(reading.payload, StackPoll) and reading.payload.dumps:
+                self._stacks.append(reading.payload)
         else:
-            # Sources added by later issues (stacks) are kept for their own folds.
+            # Sources added by later issues are kept for their own folds.
             self._extra[reading.source] = reading
 
     def _apply_procs(self, procs: tuple[ProcInfo, ...], now: float) -> None:
@@ -116,6 +123,7 @@ class Tracker:
             logs=self.logbook.states(),
             unmatched_logs=self.logbook.unmatched,
             now_source=self.now_source,
+            stacks=tuple(self._stacks),
         )
 
 

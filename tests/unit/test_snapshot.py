@@ -210,11 +210,11 @@ def test_source_state_ages(statuses, last_reading, last_ok):
 
 
 def test_sources_are_sorted_by_name_and_unknown_sources_are_kept_as_extra():
-    stacks = Reading("stacks", 1.0, model.OK, {"x": 1})
-    t = fold(procs_reading(1.0), stacks, gpus_reading(1.0))
+    other = Reading("rollout", 1.0, model.OK, {"x": 1})
+    t = fold(procs_reading(1.0), other, gpus_reading(1.0))
     snap = t.snapshot(2.0)
-    assert [s.name for s in snap.sources] == ["gpus", "procs", "stacks"]
-    assert t.extra("stacks") is stacks
+    assert [s.name for s in snap.sources] == ["gpus", "procs", "rollout"]
+    assert t.extra("rollout") is other
     assert t.extra("other") is None
     assert snap.source("nope") is None
 
@@ -246,3 +246,23 @@ def test_history_since_is_inclusive():
         h.append(NodeSnapshot(timestamp=t))
     assert [s.timestamp for s in h.since(2.0)] == [2.0, 3.0, 4.0]
     assert list(h.since(5.0)) == []
+
+
+def _stack_poll(t: float, *pids: int) -> model.StackPoll:
+    return model.StackPoll(dumps=tuple(model.ProcessDump(pid=p, rank=i) for i, p in
+                                       enumerate(pids)), started=t, finished=t)
+
+
+def test_stack_rounds_are_kept_oldest_first_and_bounded():
+    from rltui.snapshot import STACK_SAMPLES
+    polls = [_stack_poll(float(i), 100, 101) for i in range(STACK_SAMPLES + 2)]
+    t = fold(*(Reading("stacks", p.started, model.OK, p) for p in polls))
+    assert t.snapshot(9.0).stacks == tuple(polls[-STACK_SAMPLES:])
+
+
+def test_a_failed_stack_round_keeps_the_earlier_samples_and_says_why():
+    good = _stack_poll(1.0, 100)
+    denied = Reading("stacks", 2.0, model.DENIED, model.StackPoll(), message="ptrace denied")
+    snap = fold(Reading("stacks", 1.0, model.OK, good), denied).snapshot(3.0)
+    assert snap.stacks == (good,)
+    assert snap.source("stacks").status == model.DENIED
