@@ -93,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--stacks", metavar="DIR",
                     help="also read saved py-spy dumps (text or JSON, one file per process, "
                          "rank<N> in the file name) and classify the hang")
+    dg.add_argument("--report", metavar="DIR",
+                    help="also write an incident report (incident.md and incident.json) into "
+                         "DIR: symptoms, stack classes, ranks, log tails, debug env, commands")
     dg.add_argument("--now", metavar="TIME",
                     help="what 'now' is for stall checks on logs read offline: POSIX seconds "
                          "or an ISO time such as 2026-03-01T12:00:00 (default: the time of "
@@ -102,6 +105,13 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--ranks", type=int, default=4, help="demo ranks (with --demo)")
     _add_config_option(dg)
     _add_source_options(dg)
+
+    st = sub.add_parser("stacks", help="compare saved py-spy dumps of all ranks (STAT-style)",
+                        description="Opens the compare screen on a folder of saved py-spy dumps: "
+                                    "one file per process, text or --json in any mix, rank<N> "
+                                    "in the file name, or one file with several dumps.")
+    st.add_argument("dir", metavar="DIR")
+    _add_config_option(st)
     return p
 
 
@@ -164,7 +174,7 @@ def _start_demo(scenario: str, ranks: int):
 def _run_app(bundle, settings, config_path) -> int:
     from rltui.ui.app import build_app
     try:
-        build_app(bundle, settings, config_path).run()
+        build_app(bundle, settings, config_path, commands=invocation()).run()
     finally:
         bundle.close()
     # A poll stuck in the outside world (NVML hung in the driver, a py-spy that never returns)
@@ -261,6 +271,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     settings, _ = _settings(args)
     from rltui import report
     from rltui.monitor import Monitor
+    saved = _saved_stacks(args.stacks) if args.stacks else None
+    bundle = None
     if args.replay:
         scenario = _load_scenario(args.replay)
         monitor = Monitor(host=scenario.host, job=scenario.job, thresholds=settings.thresholds,
@@ -270,12 +282,16 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.replay}: the recording holds no readings")
         notes = list(scenario.warnings)
         mode, now_source = "replay", "recording"
+        now = result[0].timestamp
     else:
         if args.duration < 0:
             raise UsageError("--duration must not be negative")
         now = _parse_now(args.now) if args.now else None
         from rltui.sources.bundle import run_schedule
         bundle = _live_or_demo_bundle(args, settings)
+        if saved is not None:
+            # The saved dumps are the stacks to read: no live py-spy rounds beside them.
+            bundle.specs = [s for s in bundle.specs if s.source is not bundle.stacks]
         monitor = Monitor(host=bundle.host, job=bundle.job, thresholds=settings.thresholds,
                           history_len=settings.history)
 
@@ -289,69 +305,96 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             bundle.close()
         if now is not None:
             monitor.tracker.now_source = f"--now {args.now}"
-        result = monitor.evaluate(now if now is not None else time.time())
-        notes, mode, now_source = [], "live", "--now" if now is not None else "clock"
+        now = now if now is not None else time.time()
+        result = monitor.evaluate(now)
+        notes, mode, now_source = [], "live", "--now" if args.now else "clock"
+    if saved is not None:
+        from rltui.sources.dumpfolder import folder_reading
+        dumps, problems = saved
+        monitor.ingest(folder_reading(args.stacks, dumps, clock=lambda: now))
+        result = monitor.evaluate(now)
+        notes += [f"--stacks: {p}" for p in problems]
     snap, diagnosis = result
-    stacks_json = None
-    if getattr(args, "stacks", None):
-        diagnosis, stacks_json, stack_notes = _with_stacks(diagnosis, args.stacks)
-        notes = list(notes) + stack_notes
     if notes:
         from dataclasses import replace
         diagnosis = replace(diagnosis, notes=diagnosis.notes + tuple(notes))
     if args.json:
         import json
         doc = report.to_json(snap, diagnosis, mode, now_source)
-        if stacks_json is not None:
-            doc["stacks"] = stacks_json
+        if monitor.stacks is not None:
+            from rltui.diagnosis.stacks import report_json
+            doc["stacks"] = report_json(monitor.stacks)
         print(json.dumps(doc, indent=2))
     else:
         sys.stdout.write(report.to_text(snap, diagnosis))
+        if monitor.stacks is not None:
+            sys.stdout.write(_stacks_text(monitor.stacks))
+    if args.report:
+        _write_incident(args.report, monitor, snap, diagnosis, mode)
     return EXIT_FOUND if report.should_fail(diagnosis, args.fail_on) else EXIT_OK
 
 
-MAX_DUMP_BYTES = 64 << 20  # a saved dump is kilobytes; anything this big is not one
+def _saved_stacks(folder: str):
+    from rltui.sources.dumpfolder import NotAFolder, read_dump_folder
+    try:
+        return read_dump_folder(folder)
+    except NotAFolder as exc:
+        raise UsageError(f"--stacks {exc}") from None
 
 
-def _read_dump_folder(folder: str) -> tuple[list[tuple[str, str]], list[str]]:
-    path = Path(folder)
-    if not path.is_dir():
-        raise UsageError(f"--stacks {folder}: not a directory")
-    files, problems = [], []
-    for entry in sorted(path.iterdir()):
-        if not entry.is_file():
-            continue
-        try:
-            if entry.stat().st_size > MAX_DUMP_BYTES:
-                problems.append(f"{entry.name}: larger than {MAX_DUMP_BYTES >> 20} MiB, skipped")
-                continue
-            files.append((entry.name, entry.read_bytes().decode("utf-8", errors="replace")))
-        except OSError as exc:
-            problems.append(f"{entry.name}: unreadable: {exc.strerror or exc}")
-    return files, problems
+def _stacks_text(stacks) -> str:
+    """The stack classes under the plain report."""
+    from rltui.diagnosis.stacks import where, who
+    lines = ["", f"stacks: {stacks.title}"
+             + (f" (pattern {stacks.pattern})" if stacks.pattern else ""),
+             f"  {stacks.explanation}"]
+    for i, c in enumerate(stacks.classes, 1):
+        state = "" if c.state == "unknown" else f" [{c.state}]"
+        lines.append(f"  #{i} {who(c.members)}: "
+                     f"{'in ' + c.op.name if c.op else 'at ' + where(c.deepest)}{state}")
+    return "\n".join(lines) + "\n"
 
 
-def _with_stacks(diagnosis, folder: str):
-    """Classify the dumps in ``folder`` and add the hang symptom to ``diagnosis``."""
-    from dataclasses import replace
+def invocation() -> list[str]:
+    """How rltui was run, secrets redacted (for the incident report's commands)."""
+    import shlex
 
-    from rltui.diagnosis import verdict_of
-    from rltui.diagnosis.stacks import classify, report_json, symptoms
-    from rltui.model import severity_rank
-    from rltui.parsing.pyspy import read_folder_entries
+    from rltui.redact import redact_argv
+    return ["rltui " + shlex.join(redact_argv(sys.argv[1:]))]
 
-    files, problems = _read_dump_folder(folder)
-    dumps, parse_problems = read_folder_entries(files)
-    stack_report = classify([dumps])
-    found = list(diagnosis.symptoms) + symptoms(stack_report)
-    found.sort(key=lambda s: (-severity_rank(s.severity), s.id, s.ranks))
-    diagnosis = replace(diagnosis, symptoms=tuple(found), verdict=verdict_of(found))
-    notes = [f"--stacks: {p}" for p in problems + parse_problems]
-    return diagnosis, report_json(stack_report), notes
+
+def _write_incident(folder: str, monitor, snap, diagnosis, mode: str) -> None:
+    from rltui import incident
+    doc = incident.build(incident.ReportInputs(
+        snapshot=snap, diagnosis=diagnosis, stacks=monitor.stacks,
+        log_tails=monitor.tracker.logbook.tails(incident.LOG_TAIL),
+        commands=invocation() + incident.stack_commands(snap), mode=mode))
+    try:
+        md, js = incident.write_report(folder, doc)
+    except OSError as exc:
+        raise UsageError(f"--report {folder}: cannot write: {exc.strerror or exc}") from None
+    print(f"rltui: incident report written to {md} and {js}", file=sys.stderr)
+
+
+def cmd_stacks(args: argparse.Namespace) -> int:
+    """Open the compare screen on a folder of saved dumps."""
+    settings, path = _settings(args)
+    dumps, problems = _saved_stacks(args.dir)
+    if not dumps:
+        raise UsageError(f"{args.dir}: no py-spy dumps found"
+                         + (f" ({'; '.join(problems[:3])})" if problems else ""))
+    from rltui.diagnosis.stacks import classify
+    from rltui.sources.sourcelines import read_source
+    from rltui.ui.stacks_app import build_stacks_app
+    stacks = classify([dumps])
+    app = build_stacks_app(stacks, problems=problems, source_lines=read_source,
+                           title=f"rltui stacks {args.dir}", theme=settings.theme)
+    app.run()
+    return EXIT_OK
 
 
 COMMANDS = {None: cmd_watch, "demo": cmd_demo, "replay": cmd_replay, "record": cmd_record,
-            "diagnose": cmd_diagnose}
+            "diagnose": cmd_diagnose, "stacks": cmd_stacks}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -135,3 +135,12 @@ class LogBook:
 
     def lines(self) -> list[TaggedLine]:
         return list(self._lines)
+
+    def tails(self, n: int) -> dict[str, list[str]]:
+        """The last ``n`` kept lines of every file, by path (for the incident report)."""
+        out: dict[str, list[str]] = {p: [] for p in sorted(self._files)}
+        for t in reversed(self._lines):
+            kept = out.get(t.path)
+            if kept is not None and len(kept) < n:
+                kept.append(t.line.text)
+        return {p: kept[::-1] for p, kept in out.items()}

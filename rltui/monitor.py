@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from rltui.diagnosis import diagnose
+from rltui.diagnosis import diagnose, hangs
+from rltui.diagnosis.stacks import StackReport
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import Diagnosis, NodeSnapshot, Reading
 from rltui.snapshot import DEFAULT_HISTORY, History, Tracker
@@ -28,6 +29,7 @@ class Monitor:
         self.history = History(maxlen=self.history_len)
         self.snapshot: NodeSnapshot | None = None
         self.diagnosis: Diagnosis | None = None
+        self.stacks: StackReport | None = None  # the hang report of the latest stack rounds
 
     def ingest(self, reading: Reading) -> None:
         self.tracker.apply(reading)
@@ -42,6 +44,8 @@ class Monitor:
     def evaluate(self, now: float) -> tuple[NodeSnapshot, Diagnosis]:
         snap = self.observe(now)
         self.diagnosis = diagnose(snap, self.history.items, self.thresholds)
+        # Memoised: the rule above already classified these very rounds.
+        self.stacks = hangs.stack_report(snap, self.history.items, self.thresholds)
         return snap, self.diagnosis
 
     def replay(self, readings: Iterable[Reading]) -> tuple[NodeSnapshot, Diagnosis] | None:

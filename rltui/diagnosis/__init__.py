@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from rltui.diagnosis import gpu, logs, ranks
+from rltui.diagnosis import gpu, hangs, logs, ranks
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import Diagnosis, NodeSnapshot, Symptom, severity_rank
 
 Rule = Callable[[NodeSnapshot, Sequence[NodeSnapshot], Thresholds], list[Symptom]]
 
 RULES: list[Rule] = [gpu.idle_vs_busy, ranks.rank_exited, logs.steps_stalled,
-                     logs.zero_step_completion, logs.nccl_timeout, logs.cuda_oom]
+                     logs.zero_step_completion, logs.nccl_timeout, logs.cuda_oom,
+                     hangs.stack_hang]
 
 
 def verdict_of(symptoms: Sequence[Symptom]) -> str:

@@ -19,6 +19,9 @@ class Thresholds:
     # stall_floor_s) while the job's processes are alive.
     stall_factor: float = 5.0
     stall_floor_s: float = 60.0
+    # hang-*: successive py-spy rounds count as separate samples (stuck vs moving) only when at
+    # least this far apart; a second glance one second later proves nothing about a long step.
+    stack_sample_gap_s: float = 5.0
     # Colours only.
     gpu_mem_warn_pct: float = 90.0
     gpu_temp_warn_c: float = 85.0

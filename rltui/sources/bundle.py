@@ -32,6 +32,9 @@ class Bundle:
     specs: list[SourceSpec] = field(default_factory=list)
     player: Player | None = None  # replay mode: readings come from here instead of specs
     recorder: Recorder | None = None
+    # The py-spy source, for on-demand dumps (``d``); also in ``specs`` unless periodic dumps
+    # are off (pyspy.interval 0).
+    stacks: Source | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)
     _closed: bool = False
 
@@ -43,9 +46,12 @@ class Bundle:
         if self._closed:
             return
         self._closed = True
-        for spec in self.specs:
+        sources = [spec.source for spec in self.specs]
+        if self.stacks is not None and self.stacks not in sources:
+            sources.append(self.stacks)
+        for source in sources:
             try:
-                spec.source.close()
+                source.close()
             except Exception:  # noqa: BLE001 - teardown must go on
                 pass
         for closer in self.closers:
@@ -65,17 +71,30 @@ class RememberProcs:
         self.source = source
         self.name = source.name
         self._files: dict[str, tuple[int | None, int]] = {}
+        self._current: tuple = ()
         self._lock = threading.Lock()
+        self._first = threading.Event()
 
     def poll(self) -> Reading:
-        reading = self.source.poll()
+        try:
+            reading = self.source.poll()
+        finally:
+            self._first.set()
         procs = getattr(reading.payload, "procs", ())
         with self._lock:
+            self._current = tuple(p for p in procs if not p.is_zombie)
             for p in procs:
                 for path in (p.stdout_path, p.stderr_path):
                     if path:
                         self._files[path] = (p.rank, p.pid)
         return reading
+
+    def current(self, wait: float = 5.0) -> tuple:
+        """The job's live processes as last polled. The first call waits (up to ``wait`` s)
+        for the first poll, so the first stack round does not find an empty job."""
+        self._first.wait(wait)
+        with self._lock:
+            return self._current
 
     def log_files(self) -> list[tuple[str, int | None, int | None]]:
         with self._lock:
@@ -97,6 +116,15 @@ def log_source(settings, procs: RememberProcs | None, globs: Sequence[str] = ())
                      completion_patterns=logs.completion_patterns)
 
 
+def stack_specs(settings, procs: RememberProcs) -> tuple[Source, list[SourceSpec]]:
+    """The py-spy source and its periodic spec (none when pyspy.interval is 0)."""
+    from rltui.sources.stacks import StackSource
+
+    source = StackSource(procs.current, settings.pyspy)
+    interval = settings.pyspy.interval
+    return source, ([SourceSpec(source, interval)] if interval > 0 else [])
+
+
 def live_bundle(settings, match: str | None = None, pids: Sequence[int] = (),
                 logs: Sequence[str] = ()) -> Bundle:
     from rltui.sources.nvml import NvmlSource
@@ -107,10 +135,12 @@ def live_bundle(settings, match: str | None = None, pids: Sequence[int] = (),
                                      include_children=bool(pids)))
     job = f"--match {match}" if match else (f"--pid {' '.join(map(str, pids))}" if pids
                                              else "ranks found by environment")
-    return Bundle(mode="live", job=job, specs=[
+    stacks, stack_spec = stack_specs(settings, procs)
+    return Bundle(mode="live", job=job, stacks=stacks, specs=[
         SourceSpec(nvml, settings.cadence.gpus),
         SourceSpec(procs, settings.cadence.procs),
         SourceSpec(log_source(settings, procs, logs), settings.cadence.logs),
+        *stack_spec,
     ])
 
 
@@ -121,11 +151,13 @@ def demo_bundle(settings, job) -> Bundle:
 
     gpus = SimGpuSource(job)
     procs = RememberProcs(ProcSource(pids=tuple(job.pids), gpu_map=gpus.gpu_pid_map))
+    stacks, stack_spec = stack_specs(settings, procs)
     return Bundle(mode="demo", job=f"demo: {job.scenario} ({len(job.pids)} ranks)", specs=[
         SourceSpec(gpus, settings.cadence.gpus),
         SourceSpec(procs, settings.cadence.procs),
         SourceSpec(log_source(settings, procs), settings.cadence.logs),
-    ], closers=[job.stop])
+        *stack_spec,
+    ], stacks=stacks, closers=[job.stop])
 
 
 def replay_bundle(scenario: Scenario, speed: float = 1.0) -> Bundle:

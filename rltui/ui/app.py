@@ -33,13 +33,16 @@ from rltui.sources.base import Source, guarded_poll
 from rltui.sources.bundle import Bundle, SourceSpec
 from rltui.ui.commands import RltuiCommands
 from rltui.ui.messages import ReadingArrived, ReplayState, View
+from rltui.incident import default_folder
 from rltui.ui.screens import HelpScreen, LogFileScreen, MainScreen
+from rltui.ui.screens.stacks import StacksScreen
 from rltui.ui.themes import RltuiTheme, load_all, next_theme
 from rltui.ui.widgets.log_facts import log_index
 from rltui.ui.widgets.log_view import LogView, OpenLog
 from rltui.ui.widgets.rank_table import RankPane
 
 POLL_GROUP = "poll"
+STACKS_ON_DEMAND = "stacks on demand"  # worker name of a `d` dump (beside the periodic one)
 MIN_INTERVAL = 0.05  # s; a zero interval in a config must not spin the event loop
 REPLAY_ACTIONS = {"step", "faster", "slower", "to_end"}
 SPEED = Binding.Group("Speed")  # + and - share one footer entry
@@ -69,11 +72,20 @@ class RltuiApp(App[int]):
                 tooltip="play to the end at once"),
         Binding("l", "logs", "Logs", id="rltui.logs.show",
                 tooltip="go to the log pane (zoomed where the terminal is too short for it)"),
+        Binding("d", "dump_stacks", "Dump", id="rltui.stacks.dump",
+                tooltip="dump every rank's stack with py-spy now (each process pauses for "
+                        "its own dump, for a consistent cut)"),
+        Binding("s", "show_stacks", "Stacks", id="rltui.stacks.show",
+                tooltip="compare the ranks' stacks: classes, merged tree, side-by-side diff"),
+        Binding("i", "incident_report", "Report", id="rltui.report",
+                tooltip="write an incident report (markdown and JSON) into the current folder"),
     ]
 
     def __init__(self, bundle: Bundle, settings: Settings,
-                 config_path: str | Path | None = None) -> None:
+                 config_path: str | Path | None = None,
+                 commands: Sequence[str] = ()) -> None:
         super().__init__()
+        self.commands = tuple(commands)  # how rltui was started, for the incident report
         self.bundle = bundle
         self.settings = settings
         self.config_path = Path(config_path) if config_path else None
@@ -97,6 +109,11 @@ class RltuiApp(App[int]):
         self._evaluated_at: float | None = None
         self._last_tick = 0.0
         self._bundle_closed = False
+        self._stacks_shown: object = None  # the report the stacks screen shows
+        self.source_lines: Callable[[str, int], object] | None = None  # set by build_app
+        self.report_folder: Callable[[float], str] = lambda now: default_folder(
+            self.bundle.host, now)  # a test points this into its tmp_path
+        self.reports_written: list[tuple[Path, Path]] = []
         player = bundle.player
         self.intervals = player.scenario.intervals() if player else bundle.intervals()
         self.theme = settings.theme if settings.theme in self.themes else "dark"
@@ -223,13 +240,17 @@ class RltuiApp(App[int]):
         return View(snapshot=snapshot, diagnosis=diagnosis, history=self.monitor.history,
                     thresholds=self.settings.thresholds, palette=self.palette,
                     mode=self.bundle.mode, intervals=self.intervals, paused=self.paused,
-                    replay=replay)
+                    replay=replay, stacks=self.monitor.stacks)
 
     def _show(self, view: View) -> None:
         self.latest = view
         self.main_screen.show(view)
         if isinstance(self.screen, LogFileScreen):
             self.screen.show(view)  # it catches up by sequence number if it missed some
+        elif isinstance(self.screen, StacksScreen) and view.stacks is not None:
+            if view.stacks is not self._stacks_shown:
+                self._stacks_shown = view.stacks
+                self.screen.show_report(view.stacks)
 
     def _redraw(self) -> None:
         """Show the last evaluation again with the current mode, speed and palette."""
@@ -262,7 +283,7 @@ class RltuiApp(App[int]):
         replay = self.bundle.player is not None
         if action in REPLAY_ACTIONS and not replay:
             return False  # hidden from the footer and inert outside replay
-        if action == "refresh" and replay:
+        if action in ("refresh", "dump_stacks") and replay:
             return False  # a recording has nothing new to poll
         return True
 
@@ -317,6 +338,78 @@ class RltuiApp(App[int]):
                 assert isinstance(b, Binding)
                 out.append(replace(b, description=f"{b.description} ({where})"))
         return out
+
+    # -- stacks -------------------------------------------------------------------------------
+    def action_dump_stacks(self) -> None:
+        """On-demand py-spy round: a blocking dump for a consistent cut (see docs/stacks.md)."""
+        source = self.bundle.stacks
+        if source is None:
+            self.notify("No stack source in this mode.", severity="warning")
+            return
+        if STACKS_ON_DEMAND in self._in_flight:
+            self.notify("A dump is already running.", severity="information")
+            return
+        count = len(self.latest.snapshot.live_procs) if self.latest else 0
+        self.notify(f"Dumping {count} process(es) with py-spy...", timeout=3)
+        self._in_flight.add(STACKS_ON_DEMAND)
+        self._refreshing.add(source.name)  # evaluate as soon as the round is in
+        self.run_worker(partial(self._dump_in_thread, source), name=STACKS_ON_DEMAND,
+                        group=POLL_GROUP, description="py-spy dump", exit_on_error=False,
+                        start=True, exclusive=False, thread=True)
+
+    def _dump_in_thread(self, source) -> Reading:
+        try:
+            reading = source.dump_now()
+        except Exception as exc:  # noqa: BLE001 - same contract as guarded_poll
+            reading = Reading(source=source.name, timestamp=self.clock(), status="error",
+                              message=f"{type(exc).__name__}: {exc}",
+                              remedy="This is a bug in rltui; the other panes keep working.")
+        self.post_message(ReadingArrived(reading))
+        if reading.status != "ok":
+            self.call_from_thread(self.notify, f"{reading.message} {reading.remedy}".strip(),
+                                  title="py-spy", severity="error", timeout=15)
+        return reading
+
+    def action_show_stacks(self) -> None:
+        if isinstance(self.screen, StacksScreen):
+            return
+        view = self.latest
+        if view is None or view.stacks is None:
+            state = view.snapshot.source("stacks") if view is not None else None
+            if state is not None and state.status != "ok":
+                self.notify(f"{state.message} {state.remedy}".strip(), title="No stacks",
+                            severity="warning", timeout=15)
+            elif self.bundle.stacks is not None:
+                self.notify("No stacks yet: press d to dump every rank now.",
+                            severity="warning")
+            else:
+                self.notify("No stacks in this recording.", severity="warning")
+            return
+        self._stacks_shown = view.stacks
+        self.push_screen(StacksScreen(view.stacks, source_lines=self.source_lines,
+                                      subtitle=view.snapshot.job))
+
+    def action_incident_report(self) -> None:
+        """Write incident.md and incident.json for the ticket (see docs/incident-report.md)."""
+        view = self.latest
+        if view is None:
+            return
+        from rltui import incident
+        doc = incident.build(incident.ReportInputs(
+            snapshot=view.snapshot, diagnosis=view.diagnosis, stacks=view.stacks,
+            log_tails=self.monitor.tracker.logbook.tails(incident.LOG_TAIL),
+            commands=list(self.commands) + incident.stack_commands(view.snapshot),
+            mode=self.bundle.mode, generated_at=self.clock()))
+        folder = self.report_folder(self.clock())
+        try:
+            written = incident.write_report(folder, doc)
+        except OSError as exc:
+            self.notify(f"Report not written to {folder}: {exc.strerror or exc}",
+                        severity="error", timeout=15)
+            return
+        self.reports_written.append(written)
+        self.notify(f"Incident report written: {written[0]} and {written[1].name}",
+                    title="Report", timeout=15)
 
     # -- logs ---------------------------------------------------------------------------------
     def action_logs(self) -> None:
@@ -397,7 +490,12 @@ class RltuiApp(App[int]):
                 yield command
 
 
-def build_app(bundle: Bundle, settings: Settings,
-              config_path: str | Path | None = None) -> RltuiApp:
-    """The one way to build the app, for the CLI and for tests alike."""
-    return RltuiApp(bundle, settings, config_path)
+def build_app(bundle: Bundle, settings: Settings, config_path: str | Path | None = None,
+              commands: Sequence[str] = ()) -> RltuiApp:
+    """The one way to build the app, for the CLI and for tests alike. ``commands``: how rltui
+    was started (redacted), quoted in incident reports."""
+    from rltui.sources.sourcelines import read_source
+
+    app = RltuiApp(bundle, settings, config_path, commands)
+    app.source_lines = read_source  # the compare screen shows source lines through this
+    return app

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from textual.message import Message
 
+from rltui.diagnosis.stacks import StackReport
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import Diagnosis, NodeSnapshot, Reading
 from rltui.snapshot import History
@@ -28,10 +29,11 @@ class ReadingArrived(Message):
         # A queued reading of the same source is superseded by a newer one: the fold keeps the
         # latest state per source, so a burst (a slow main thread) costs one ingest, not many.
         # Not so for logs: each of their readings carries only the lines new since the last
-        # one, so dropping one would lose lines, steps and tracebacks.
+        # one, so dropping one would lose lines, steps and tracebacks. Nor for stacks: each
+        # round is a sample, and stuck-or-moving is read across samples.
         return (isinstance(message, ReadingArrived)
                 and message.reading.source == self.reading.source
-                and self.reading.source != "logs")
+                and self.reading.source not in ("logs", "stacks"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,3 +58,4 @@ class View:
     intervals: dict[str, float] = field(default_factory=dict)  # source -> poll interval, s
     paused: bool = False
     replay: ReplayState | None = None
+    stacks: StackReport | None = None  # the hang report of the latest py-spy rounds

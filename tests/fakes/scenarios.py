@@ -336,3 +336,47 @@ def logs_waiting(path: str | Path, duration: float = 10.0) -> Path:
     return write(path, readings, job="torchrun --nproc-per-node 4 train.py",
                  description="no log files yet",
                  intervals={"gpus": 1.0, "procs": 1.0, "logs": 1.0})
+
+
+# -- stacks ----------------------------------------------------------------------------------------
+
+STACK_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "stacks"
+
+
+def saved_dumps(folder: str) -> tuple:
+    """The real saved py-spy dumps of ``fixtures/stacks/FOLDER``, ranks from the file names."""
+    from rltui.sources.dumpfolder import read_dump_folder
+    dumps, _ = read_dump_folder(str(STACK_FIXTURES / folder), rank_of_pid=lambda pid: None)
+    return tuple(dumps)
+
+
+def cleanup_deadlock_with_stacks(path: str | Path, duration: float = 40.0,
+                                 rounds: tuple[int, ...] = (10, 20, 30)) -> Path:
+    """3 ranks of a pipeline job, GPUs idle: ranks 0-1 wait in recv_object_list inside the
+    loop while rank 2 sits in destroy_process_group reached from Trainer.__exit__ (pattern A).
+    py-spy rounds (the real dumps of fixtures/stacks/cleanup-deadlock) every 10 s from 10 s,
+    each the same: the classes are stuck from the second round on."""
+    from rltui.model import StackPoll
+    dumps = saved_dumps("cleanup-deadlock")
+    pids = {d.rank: d.pid for d in dumps}
+
+    def g(s: int) -> Reading:
+        return _gpus_ok(s, tuple(gpu(i, float(s % 2), 40.0 + i, pids=(pids[i],))
+                                 for i in range(3)))
+
+    def p(s: int) -> Reading:
+        return _procs_ok(s, tuple(proc(r, pid_base=0, world=3, gpu_index=r, cpu=0.0,
+                                       state="sleeping") for r in range(3)))
+
+    readings = _timeline(duration, g, lambda s: replace(
+        p(s), payload=ProcPoll(procs=tuple(replace(x, pid=pids[x.rank])
+                                           for x in p(s).payload.procs),
+                               how="env RANK/LOCAL_RANK")))
+    for t in rounds:
+        readings.append(Reading("stacks", T0 + t + 0.7, OK, StackPoll(
+            dumps=dumps, started=T0 + t + 0.2, finished=T0 + t + 0.7,
+            command="py-spy dump --pid {pid} --json --nonblocking")))
+    return write(path, readings, job="torchrun --nproc-per-node 3 train_pipe.py",
+                 description="pattern A: ranks 0-1 in recv_object_list, rank 2 in "
+                             "destroy_process_group from __exit__",
+                 intervals={"gpus": 1.0, "procs": 1.0, "stacks": 10.0})

@@ -61,3 +61,41 @@ def live_bundle(*sources: FakeSource, interval: float = 0.05,
                 closers: list[Callable[[], None]] | None = None) -> Bundle:
     return Bundle(mode="live", host="test-node", job="fake job",
                   specs=[SourceSpec(s, interval) for s in sources], closers=closers or [])
+
+
+class FakeStackSource:
+    """Stands in for the py-spy source: ``poll`` is a periodic round, ``dump_now`` the ``d``
+    key's; both return the real saved dumps of ``fixtures/stacks/FOLDER`` (or ``failure``, a
+    (status, message, remedy) triple, as a failed round)."""
+
+    name = "stacks"
+
+    def __init__(self, folder: str = "cleanup-deadlock",
+                 failure: tuple[str, str, str] | None = None) -> None:
+        from tests.fakes.scenarios import saved_dumps
+        self.dumps = saved_dumps(folder)
+        self.failure = failure
+        self.polls = 0
+        self.on_demand = 0
+        self.closed = 0
+
+    def _round(self, trigger: str) -> Reading:
+        from rltui.model import StackPoll
+        now = time.time()
+        if self.failure is not None:
+            status, message, remedy = self.failure
+            return Reading("stacks", now, status, StackPoll(trigger=trigger), message, remedy)
+        return Reading("stacks", now, OK, StackPoll(
+            dumps=self.dumps, started=now, finished=now, trigger=trigger,
+            nonblocking=trigger == "periodic", command="py-spy dump --pid {pid} --json"))
+
+    def poll(self) -> Reading:
+        self.polls += 1
+        return self._round("periodic")
+
+    def dump_now(self) -> Reading:
+        self.on_demand += 1
+        return self._round("on-demand")
+
+    def close(self) -> None:
+        self.closed += 1

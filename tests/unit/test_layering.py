@@ -31,6 +31,8 @@ PURE_MODULES = [
     "rltui.parsing.pyspy",
     "rltui.diagnosis.stacks",
     "rltui.diagnosis.stacktree",
+    "rltui.diagnosis.hangs",
+    "rltui.incident",
 ]
 FORBIDDEN = ["textual", "rich", "pynvml", "psutil", "subprocess"]
 

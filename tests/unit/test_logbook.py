@@ -284,3 +284,13 @@ def test_a_failed_logs_reading_keeps_what_was_known():
     snap = tracker.snapshot(T0 + 3)
     assert snap.logs[0].last_step == 4
     assert snap.source("logs").status == model.ERROR
+
+
+def test_tails_give_the_last_lines_of_every_file_oldest_first():
+    book = LogBook()
+    book.apply(LogPoll(files=(
+        LogUpdate(path="a.log", status="ok", lines=tuple(LogLine(i, f"a{i}") for i in range(1, 6))),
+        LogUpdate(path="b.log", status="ok", lines=(LogLine(1, "b1"),)),
+        LogUpdate(path="c.log", status="ok"),
+    )), 1.0)
+    assert book.tails(3) == {"a.log": ["a3", "a4", "a5"], "b.log": ["b1"], "c.log": []}

@@ -8,7 +8,8 @@ The log feature fills ``last step`` (the step and how long ago it was logged), `
 (a sparkline of the seconds per step, then the last one) and ``ETA`` (when the log says how many
 steps there are). A rank's log is found by its rank, else its pid, else its stdout/stderr path
 (``LogIndex``); a departed rank keeps its last step. ``o`` opens the highlighted rank's log.
-``stack_class`` is the hook the stack feature fills; until then it shows ``-``.
+``stack`` is the rank's class in the latest py-spy rounds (``#1`` is the largest class, as on the
+compare screen) and where it waits; red when the stacks show a hang and the rank is a suspect.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Sequence
 
 from textual.binding import Binding
 
+from rltui.diagnosis.stacktree import StackClass, short_name
 from rltui.model import DepartedRank, LogFileState, ProcInfo
 from rltui.ui.messages import View
 from rltui.ui.widgets.cells import set_title, NOT_YET, Cell, HistoryCursor, age, na, percent, spark
@@ -59,6 +61,7 @@ class RankPane(TablePane):
         self._cursor = HistoryCursor()
         self._utils: dict[int, float | None] = {}  # GPU util by index, for this view
         self._logs: LogIndex | None = None  # log files of this view's snapshot
+        self._stack_classes: dict[int, tuple[str, StackClass]] = {}  # member -> class
 
     # -- the log feature ------------------------------------------------------------------------
     def log_of(self, proc: ProcInfo | None, rank: int | None = None) -> LogFileState | None:
@@ -70,16 +73,30 @@ class RankPane(TablePane):
             return index.for_proc(proc)
         return index.for_rank(rank)
 
-    def stack_class(self, proc: ProcInfo, view: View) -> str:
-        """Hook for the stack feature: the class of this rank's py-spy stack (e.g. "collective
-        wait", "cleanup"); ``-`` until the stacks source provides it."""
-        return NOT_YET
+    def stack_class(self, proc: ProcInfo, view: View) -> Cell:
+        """The class of this rank's py-spy stack and where it waits: ``#1 all_reduce``."""
+        report = view.stacks
+        dim, pal = view.palette.dim, view.palette
+        member = proc.rank if proc.rank is not None else -1 - proc.pid
+        found = self._stack_classes.get(member)
+        if report is None or found is None:
+            return Cell(NOT_YET, dim)
+        label, c = found
+        where = c.op or c.deepest
+        text = f"{label} {short_name(where.name)}" if where is not None else label
+        if report.hang and member in report.suspect_ranks:
+            return Cell(text, pal.bad)
+        if report.hang:
+            return Cell(text, pal.warn)
+        return Cell(text)
 
     # -- rows -----------------------------------------------------------------------------------
     def rows(self, view: View) -> list[Row]:
         snap = view.snapshot
         self._utils = {g.index: g.util for g in snap.gpus}
         self._logs = log_index(snap)
+        self._stack_classes = ({m: (f"#{i}", c) for i, c in enumerate(view.stacks.classes, 1)
+                                for m in c.members} if view.stacks is not None else {})
         live = snap.live_procs
         for seen in self._cursor.new(view.history):
             for p in seen.live_procs:
@@ -149,7 +166,7 @@ class RankPane(TablePane):
             "gpu_util": gpu_util,
             "cpu": cpu,
             "state": _state(p.state, pal.bad, pal.warn, dim),
-            "stack": Cell(self.stack_class(p, view)),
+            "stack": self.stack_class(p, view),
             "role": Cell(p.role or "-"),
             **self._step_cells(self.log_of(p), view, ""),
         }

@@ -1,0 +1,81 @@
+"""The live stack rule: the snapshot's latest py-spy rounds -> the hang report and its symptom.
+
+``rltui.diagnosis.stacks.classify`` reads the stacks; this module feeds it what the rest of the
+snapshot knows: ranks that exited (departed, or missing from WORLD_SIZE) count as missing from
+the dump, and the logs say whether the steps still advance. A job whose steps advanced after
+the first sampled round is not hung, however alike its stacks look (a job that spends most of
+its time in one all_reduce is at that all_reduce in most dumps).
+
+The report is memoised on the identity of the rounds it reads: the UI evaluates every second,
+the stacks change every N seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Sequence
+
+from rltui.diagnosis import logs as log_rules
+from rltui.diagnosis.stacks import StackReport, classify, symptoms
+from rltui.diagnosis.thresholds import Thresholds
+from rltui.model import NodeSnapshot, StackPoll, Symptom
+
+_memo: tuple[tuple, StackReport, tuple] | None = None
+
+
+def steps_state(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
+                th: Thresholds) -> bool | None:
+    """True: the steps are stalled (the steps-stalled rule fires); False: some log reported a
+    step after the first sampled round started; None: the logs cannot tell."""
+    if not snap.stacks:
+        return None
+    if log_rules.steps_stalled(snap, history, th):
+        return True
+    first = snap.stacks[0].started
+    if any(log.last_step_time is not None and log.last_step_arrival is not None
+           and log.last_step_arrival >= first for log in snap.logs):
+        return False
+    return None
+
+
+def samples(rounds: Sequence[StackPoll], gap: float) -> list[StackPoll]:
+    """The rounds that count as samples, oldest first: the latest, and each earlier one only
+    when it started at least ``gap`` seconds before the next one kept."""
+    kept: list[StackPoll] = []
+    for poll in reversed(rounds):
+        if not kept or kept[-1].started - poll.started >= gap:
+            kept.append(poll)
+    return kept[::-1]
+
+
+def stack_report(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
+                 th: Thresholds | None = None) -> StackReport | None:
+    """The hang report of the snapshot's stack rounds; None when there are none."""
+    global _memo
+    if not snap.stacks:
+        return None
+    th = th or Thresholds()
+    missing = tuple(sorted({d.rank for d in snap.departed if d.rank is not None}))
+    stalled = steps_state(snap, history, th)
+    key = (tuple(id(p) for p in snap.stacks), missing, stalled)
+    if _memo is not None and _memo[0] == key:
+        return _memo[1]
+    report = classify([p.dumps for p in samples(snap.stacks, th.stack_sample_gap_s)],
+                      missing_ranks=missing, steps_stalled=stalled)
+    # The memo holds the rounds themselves too, so none of the ids in the key can be reused
+    # by a new object while it stands.
+    _memo = (key, report, snap.stacks)
+    return report
+
+
+def stack_hang(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
+               th: Thresholds) -> list[Symptom]:
+    """The rule: a hang named from the stacks (hang-* symptom ids), stamped with the time of
+    the first round that showed it."""
+    report = stack_report(snap, history, th)
+    if report is None:
+        return []
+    found = symptoms(report)
+    if not found:
+        return []
+    return [replace(s, since=snap.stacks[0].started) for s in found]

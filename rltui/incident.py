@@ -1,0 +1,311 @@
+"""The incident report: one folder with ``incident.md`` and ``incident.json`` for a ticket.
+
+What the person on call pastes into the ticket at 3 a.m.: the symptoms with their evidence and
+next steps, the stack classes with one full stack per class, each rank's GPU, CPU and last step,
+the last lines of each rank's log, the debug environment (secrets redacted) and the exact
+commands rltui ran to get all this, so the next person can run them again.
+
+``build`` and ``to_markdown`` are pure (values in, a document out); ``write_report`` is the one
+function here that touches the disk. The JSON layout is public (docs/incident-report.md):
+fields are only ever added.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from rltui import __version__
+from rltui.diagnosis.stacks import StackReport, report_json, where
+from rltui.model import Diagnosis, Frame, NodeSnapshot, ProcInfo, ThreadStack
+from rltui.rankset import compact
+from rltui.redact import scrub_text
+from rltui.serialize import to_data
+
+SCHEMA = 1
+LOG_TAIL = 30  # lines per log file
+MAX_FRAMES = 200  # per stack in the markdown (the JSON keeps the parsed stack)
+
+
+@dataclass(frozen=True, slots=True)
+class ReportInputs:
+    """Everything a report is built from, gathered by the caller (app or CLI)."""
+
+    snapshot: NodeSnapshot
+    diagnosis: Diagnosis
+    stacks: StackReport | None = None
+    log_tails: Mapping[str, Sequence[str]] = ()  # type: ignore[assignment] # path -> lines
+    commands: Sequence[str] = ()  # how rltui was run and what it ran (py-spy, ...)
+    mode: str = "live"
+    generated_at: float | None = None  # defaults to the snapshot's time
+
+
+# -- the document ----------------------------------------------------------------------------------
+
+def class_labels(report: StackReport | None) -> dict[int, str]:
+    """Member (rank, or ``-1 - pid``) -> class label ``#1``, ``#2`` ... in the report's order."""
+    if report is None:
+        return {}
+    return {m: f"#{i}" for i, c in enumerate(report.classes, 1) for m in c.members}
+
+
+def _frame(f: Frame) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": f.name, "file": f.filename, "line": f.line}
+    if f.native:
+        out["native"] = True
+    return out
+
+
+def _class_stacks(report: StackReport) -> list[dict[str, Any]]:
+    """One full stack per class: the chosen thread of its first member, innermost first."""
+    out = []
+    tree = report.tree
+    for i, c in enumerate(report.classes, 1):
+        member = c.members[0]
+        thread: ThreadStack | None = tree.chosen.get(member) if tree is not None else None
+        dump = tree.dumps.get(member) if tree is not None else None
+        frames = thread.frames if thread is not None else tuple(reversed(c.frames))
+        out.append({
+            "class": f"#{i}",
+            "ranks": compact(c.ranks),
+            "member_rank": member if member >= 0 else None,
+            "pid": dump.pid if dump is not None else (-1 - member if member < 0 else None),
+            "thread": thread.name if thread is not None else c.thread,
+            "status": thread.status if thread is not None else "unknown",
+            "state": c.state,
+            "frames": [_frame(f) for f in frames],  # innermost first, as py-spy prints
+        })
+    return out
+
+
+def _gpu_of(snap: NodeSnapshot, p: ProcInfo) -> dict[str, Any] | None:
+    for g in snap.gpus:
+        if g.index == p.gpu_index:
+            return {"index": g.index, "name": g.name, "util": g.util, "mem_used": g.mem_used,
+                    "mem_total": g.mem_total, "error": g.error or None}
+    return None
+
+
+def _ranks(snap: NodeSnapshot, labels: Mapping[int, str]) -> list[dict[str, Any]]:
+    logs_by_pid = {log.pid: log for log in snap.logs if log.pid is not None}
+    logs_by_rank = {log.rank: log for log in snap.logs if log.rank is not None}
+    rows = []
+    for p in sorted(snap.procs, key=lambda p: (p.rank is None, p.rank or 0, p.pid)):
+        log = logs_by_pid.get(p.pid) or logs_by_rank.get(p.rank)
+        member = p.rank if p.rank is not None else -1 - p.pid
+        rows.append({
+            "rank": p.rank, "pid": p.pid, "role": p.role, "state": p.state,
+            "cpu_percent": p.cpu_percent, "rss": p.rss, "gpu": _gpu_of(snap, p),
+            "last_step": log.last_step if log else None,
+            "last_step_age_s": (round(snap.timestamp - log.last_step_time, 1)
+                                if log and log.last_step_time is not None else None),
+            "stack_class": labels.get(member),
+            "log": log.path if log else None,
+        })
+    for d in snap.departed:
+        rows.append({"rank": d.rank, "pid": d.pid or None, "state": d.reason,
+                     "gone_since": d.gone_since, "stack_class": None,
+                     "role": d.info.role if d.info else ""})
+    return rows
+
+
+def _debug_env(snap: NodeSnapshot) -> dict[str, dict[str, str]]:
+    """Debug variables per rank (ProcInfo already redacted them); identical sets collapse into
+    one entry keyed by the compact rank set."""
+    by_env: dict[tuple, list[int]] = {}
+    for p in snap.procs:
+        by_env.setdefault(tuple(sorted(p.debug_env)), []).append(
+            p.rank if p.rank is not None else -1)
+    out = {}
+    for env, ranks in sorted(by_env.items(), key=lambda kv: min(kv[1])):
+        key = "ranks " + compact(r for r in ranks if r >= 0) if any(r >= 0 for r in ranks) \
+            else "processes without a rank"
+        out[key] = dict(env)
+    return out
+
+
+def build(inputs: ReportInputs) -> dict[str, Any]:
+    """The JSON document of an incident."""
+    snap, diag, stacks = inputs.snapshot, inputs.diagnosis, inputs.stacks
+    labels = class_labels(stacks)
+    return {
+        "schema": SCHEMA,
+        "kind": "rltui-incident",
+        "tool": f"rltui {__version__}",
+        "generated_at": inputs.generated_at if inputs.generated_at is not None
+        else snap.timestamp,
+        "mode": inputs.mode,
+        "host": snap.host,
+        "job": snap.job,
+        "snapshot_time": snap.timestamp,
+        "verdict": diag.verdict,
+        "symptoms": [to_data(s) for s in diag.symptoms],
+        "stacks": report_json(stacks) if stacks is not None else None,
+        "class_stacks": _class_stacks(stacks) if stacks is not None else [],
+        "ranks": _ranks(snap, labels),
+        "gpus": [to_data(g) for g in snap.gpus],
+        "gpu_simulated": snap.gpu_simulated,
+        "logs": [{"path": path, "rank": _rank_of_log(snap, path),
+                  "last_lines": [scrub_text(line) for line in lines]}
+                 for path, lines in inputs.log_tails.items()],
+        "debug_env": _debug_env(snap),
+        "sources": [to_data(s) for s in snap.sources],
+        "commands": list(inputs.commands),
+        "notes": list(diag.notes),
+    }
+
+
+def _rank_of_log(snap: NodeSnapshot, path: str) -> int | None:
+    return next((log.rank for log in snap.logs if log.path == path), None)
+
+
+def stack_commands(snap: NodeSnapshot, limit: int = 64) -> list[str]:
+    """The py-spy command of the latest round, once per process it dumped."""
+    if not snap.stacks:
+        return []
+    poll = snap.stacks[-1]
+    if "{pid}" not in poll.command:
+        return [poll.command] if poll.command else []
+    out = [poll.command.format(pid=d.pid) for d in poll.dumps[:limit]]
+    if len(poll.dumps) > limit:
+        out.append(f"# ... and {len(poll.dumps) - limit} more processes")
+    return out
+
+
+# -- markdown --------------------------------------------------------------------------------------
+
+def _when(t: float | None) -> str:
+    return "?" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def _fmt(v: Any, unit: str = "", digits: int = 0) -> str:
+    if v is None:
+        return "N/A"
+    return f"{v:.{digits}f}{unit}" if isinstance(v, float) else f"{v}{unit}"
+
+
+def _gib(n: int | None) -> str:
+    return "N/A" if n is None else f"{n / 2**30:.1f} GiB"
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _stack_lines(frames: Sequence[Mapping[str, Any]]) -> list[str]:
+    lines = []
+    for f in frames[:MAX_FRAMES]:
+        loc = f"{f['file']}:{f['line']}" if f.get("line") else f["file"]
+        lines.append(f"    {f['name']} ({loc})")
+    if len(frames) > MAX_FRAMES:
+        lines.append(f"    ... {len(frames) - MAX_FRAMES} more frames (see incident.json)")
+    return lines
+
+
+def to_markdown(doc: Mapping[str, Any]) -> str:
+    """The report for people: the same facts as the JSON, in reading order."""
+    out = [f"# rltui incident report: {doc['host'] or '?'}", "",
+           f"- job: {doc['job'] or '?'}",
+           f"- when: {_when(doc['snapshot_time'])} ({doc['mode']})",
+           f"- verdict: **{doc['verdict'].upper()}**",
+           f"- tool: {doc['tool']}", ""]
+    out += ["## Symptoms", ""]
+    if not doc["symptoms"]:
+        out += ["No symptoms found.", ""]
+    for s in doc["symptoms"]:
+        ranks = f" (ranks {compact(s['ranks'])})" if s["ranks"] else ""
+        out += [f"### {s['severity'].upper()} `{s['id']}`: {s['title']}{ranks}", ""]
+        out += [f"- {_cell(e)}" for e in s["evidence"]]
+        if s["next_steps"]:
+            out += ["", "Next steps:", ""]
+            out += [f"{i}. {step}" for i, step in enumerate(s["next_steps"], 1)]
+        out.append("")
+    stacks = doc.get("stacks")
+    out += ["## Stacks", ""]
+    if stacks is None:
+        out += ["No py-spy dumps were taken.", ""]
+    else:
+        pattern = f"pattern {stacks['pattern']}" if stacks["pattern"] else "no pattern"
+        out += [f"**{stacks['title']}** ({pattern}, verdict {stacks['verdict']}, "
+                f"{stacks['samples']} sample(s))", "", stacks["explanation"], ""]
+        if stacks["missing_ranks"]:
+            out += [f"Missing from the dump (exited): ranks {compact(stacks['missing_ranks'])}",
+                    ""]
+        if stacks["classes"]:
+            out += ["| class | ranks | state | waits in | deepest frame |",
+                    "|---|---|---|---|---|"]
+            for i, c in enumerate(stacks["classes"], 1):
+                deepest = c["deepest"]
+                deep = (where(Frame(deepest["name"], deepest["file"], deepest["line"] or 0))
+                        if deepest else "-")
+                out.append(f"| #{i} | {c['ranks'] or '-'} | {c['state']} | {c['op'] or '-'} "
+                           f"| {_cell(deep)} |")
+            out.append("")
+        for cs in doc["class_stacks"]:
+            who = (f"rank {cs['member_rank']}" if cs["member_rank"] is not None
+                   else f"pid {cs['pid']}")
+            members = cs["ranks"] or "-"
+            members = f"rank {members}" if members.isdigit() else f"ranks {members}"
+            out += [f"### Class {cs['class']}: {members} "
+                    f"(stack of {who}, thread {cs['thread'] or '?'}, {cs['status']})", "",
+                    "```"] + _stack_lines(cs["frames"]) + ["```", ""]
+    out += ["## Ranks", "",
+            "| rank | pid | state | CPU | GPU | GPU util | GPU mem | last step | age | class |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in doc["ranks"]:
+        gpu = r.get("gpu") or {}
+        age = r.get("last_step_age_s")
+        out.append(
+            f"| {_fmt(r['rank'])} | {_fmt(r['pid'])} | {r['state']} "
+            f"| {_fmt(r.get('cpu_percent'), '%')} | {_fmt(gpu.get('index'))} "
+            f"| {_fmt(gpu.get('util'), '%')} | {_gib(gpu.get('mem_used'))} "
+            f"| {_fmt(r.get('last_step'))} | {'N/A' if age is None else f'{age:.0f} s'} "
+            f"| {r.get('stack_class') or '-'} |")
+    if not doc["ranks"]:
+        out.append("| no job process was seen | | | | | | | | | |")
+    out.append("")
+    out += ["## Debug environment (secrets redacted)", ""]
+    if not doc["debug_env"]:
+        out += ["No debug variables set (NCCL_DEBUG, TORCH_DISTRIBUTED_DEBUG, ...).", ""]
+    for who, env in doc["debug_env"].items():
+        vars_ = ", ".join(f"`{k}={v}`" for k, v in env.items()) or "none set"
+        out.append(f"- {who}: {vars_}")
+    out.append("")
+    out += ["## Logs (last lines)", ""]
+    if not doc["logs"]:
+        out += ["No log files were followed.", ""]
+    for log in doc["logs"]:
+        rank = "" if log["rank"] is None else f" (rank {log['rank']})"
+        out += [f"### {log['path']}{rank}", "", "```"] + list(log["last_lines"]) + ["```", ""]
+    out += ["## Commands", "", "```"] + list(doc["commands"]) + ["```", ""]
+    if doc["notes"]:
+        out += ["## Notes", ""] + [f"- {n}" for n in doc["notes"]] + [""]
+    return "\n".join(out)
+
+
+# -- writing ---------------------------------------------------------------------------------------
+
+def default_folder(host: str, when: float) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(when))
+    safe = "".join(ch if ch.isalnum() or ch in "-._" else "_" for ch in host or "node")
+    return f"rltui-incident-{safe}-{stamp}"
+
+
+def write_report(folder: str | os.PathLike, doc: Mapping[str, Any]) -> tuple[Path, Path]:
+    """Write ``incident.md`` and ``incident.json`` into ``folder`` (created if needed).
+
+    Raises OSError with the path when the folder cannot be written; an existing report there is
+    replaced whole (written to a temporary name first, so a full disk leaves the old one).
+    """
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    md, js = path / "incident.md", path / "incident.json"
+    for target, text in ((md, to_markdown(doc)), (js, json.dumps(doc, indent=2) + "\n")):
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target)
+    return md, js

@@ -1,0 +1,88 @@
+"""Saved py-spy dumps from a folder (``diagnose --stacks DIR``, ``rltui stacks DIR``).
+
+One file per process, py-spy text or ``--json`` in any mix, or one file holding several dumps
+one after another (a shell loop over ``py-spy dump``). The rank of a dump comes from a
+``rank<N>`` token in its file name; else, when the process still runs here, from its RANK
+environment variable; else the dump is shown by pid (and sorted by pid).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+from rltui.model import OK, ProcessDump, Reading, StackPoll
+from rltui.parsing.pyspy import read_folder_entries
+
+MAX_DUMP_BYTES = 64 << 20  # a saved dump is kilobytes; anything this big is not one
+
+
+class NotAFolder(ValueError):
+    """The path is not a readable folder (the message says which)."""
+
+
+def _read_files(folder: Path) -> tuple[list[tuple[str, str]], list[str]]:
+    files, problems = [], []
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError as exc:
+        raise NotAFolder(f"{folder}: cannot list: {exc.strerror or exc}") from None
+    for entry in entries:
+        try:
+            if not entry.is_file():
+                continue
+            if entry.stat().st_size > MAX_DUMP_BYTES:
+                problems.append(f"{entry.name}: larger than {MAX_DUMP_BYTES >> 20} MiB, skipped")
+                continue
+            files.append((entry.name, entry.read_bytes().decode("utf-8", errors="replace")))
+        except OSError as exc:
+            problems.append(f"{entry.name}: unreadable: {exc.strerror or exc}")
+    return files, problems
+
+
+def live_rank(pid: int) -> int | None:
+    """RANK of a process that still runs here, or None (gone, not ours to read, no RANK)."""
+    try:
+        import psutil
+        value = psutil.Process(pid).environ().get("RANK")
+    except Exception:  # noqa: BLE001 - any failure just means "unknown"
+        return None
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def read_dump_folder(folder: str, rank_of_pid: Callable[[int], int | None] = live_rank
+                     ) -> tuple[list[ProcessDump], list[str]]:
+    """The dumps in ``folder`` ordered by rank then pid, and the problems met, as sentences.
+
+    Raises ``NotAFolder`` when ``folder`` is not a folder; everything else is a problem.
+    """
+    path = Path(folder)
+    if not path.is_dir():
+        raise NotAFolder(f"{folder}: not a directory")
+    files, problems = _read_files(path)
+    dumps, parse_problems = read_folder_entries(files)
+    named = {d.rank for d in dumps if d.rank is not None}
+    found = []
+    for d in dumps:
+        if d.rank is None and d.pid:
+            rank = rank_of_pid(d.pid)
+            if rank is not None and rank not in named:
+                d = replace(d, rank=rank)
+        found.append(d)
+    found.sort(key=lambda d: (d.rank is None, d.rank if d.rank is not None else 0, d.pid))
+    return found, problems + parse_problems
+
+
+def folder_reading(folder: str, dumps: list[ProcessDump],
+                   clock: Callable[[], float] = time.time) -> Reading:
+    """The dumps of a folder as one round of the stacks source, stamped now."""
+    now = clock()
+    return Reading(source="stacks", timestamp=now, status=OK,
+                   payload=StackPoll(dumps=tuple(dumps), started=now, finished=now,
+                                     trigger="saved", nonblocking=True,
+                                     command=f"saved dumps in {folder}"))

@@ -1,0 +1,101 @@
+"""The main screen's stack keys and column: `d` dumps now, `i` writes the incident report, the
+rank table shows each rank's class. Sources are fakes fed with real saved py-spy dumps."""
+
+from __future__ import annotations
+
+import json
+
+from rltui.config import Cadence, Settings
+from rltui.diagnosis.thresholds import Thresholds
+from rltui.model import DENIED
+from rltui.ui import build_app
+from tests.fakes.sources import FakeStackSource, live_bundle, procs_ok
+
+FAST = Settings(cadence=Cadence(gpus=0.05, procs=0.05, ui=0.1),
+                thresholds=Thresholds(stale_after_intervals=1000.0))
+
+
+def make(tmp_path, stacks: FakeStackSource):
+    bundle = live_bundle(procs_ok(3))
+    bundle.stacks = stacks  # on demand only, as with pyspy.interval 0
+    app = build_app(bundle, FAST, config_path=tmp_path / "config.yaml",
+                    commands=["rltui --pid 1"])
+    app.report_folder = lambda now: str(tmp_path / "report")
+    return app
+
+
+def stack_cells(app) -> list[str]:
+    table = app.main_screen.ranks.table
+    return [table.get_cell(key, "stack").text for key in table.row_keys]
+
+
+async def test_d_dumps_on_demand_and_the_rank_table_shows_the_classes(tmp_path):
+    stacks = FakeStackSource("cleanup-deadlock")
+    app = make(tmp_path, stacks)
+    async with app.run_test(size=(200, 60)) as pilot:
+        view = await app.wait_for_evaluation(after=0)
+        assert view.stacks is None
+        waiter = app.wait_for_evaluation(app.evaluations)
+        await pilot.press("d")
+        await app.workers.wait_for_complete()
+        view = await waiter
+        while view.stacks is None:  # the round arrives on a later evaluation
+            view = await app.wait_for_evaluation(app.evaluations)
+        assert (stacks.on_demand, stacks.polls) == (1, 0)
+        assert view.stacks.pattern == "A"
+        assert "hang-cleanup-deadlock" in [s.id for s in view.diagnosis.symptoms]
+        await pilot.pause()
+        assert stack_cells(app) == ["#1 recv_object_list", "#1 recv_object_list",
+                             "#2 destroy_process_group"]
+
+
+async def test_d_with_ptrace_denied_says_how_to_fix_it_once(tmp_path):
+    stacks = FakeStackSource(failure=(DENIED, "ptrace denied for all 3 processes",
+                                      "run as root, or sysctl kernel.yama.ptrace_scope=0"))
+    app = make(tmp_path, stacks)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await app.wait_for_evaluation(after=0)
+        await pilot.press("d")
+        await app.workers.wait_for_complete()
+        view = await app.wait_for_evaluation(app.evaluations)
+        while view.snapshot.source("stacks") is None:
+            view = await app.wait_for_evaluation(app.evaluations)
+        assert view.snapshot.source("stacks").status == DENIED
+        await pilot.pause()
+        messages = [n.message for n in app._notifications]
+        assert any("ptrace_scope" in m for m in messages)
+        await pilot.press("s")  # nothing to compare: a message with the fix, no screen
+        await pilot.pause()
+        assert app.screen is app.main_screen
+
+
+async def test_i_writes_the_incident_report_with_stacks_and_commands(tmp_path):
+    app = make(tmp_path, FakeStackSource("collective-mismatch"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.wait_for_evaluation(after=0)
+        await pilot.press("d")
+        await app.workers.wait_for_complete()
+        view = await app.wait_for_evaluation(app.evaluations)
+        while view.stacks is None:
+            view = await app.wait_for_evaluation(app.evaluations)
+        await pilot.press("i")
+        await pilot.pause()
+        assert len(app.reports_written) == 1
+        md, js = app.reports_written[0]
+        doc = json.loads(js.read_text())
+        assert doc["stacks"]["pattern"] == "B"
+        assert doc["commands"][0] == "rltui --pid 1"
+        assert any(c.startswith("py-spy dump --pid ") for c in doc["commands"])
+        assert "## Stacks" in md.read_text()
+
+
+async def test_i_into_an_unwritable_folder_is_a_message_not_a_crash(tmp_path):
+    app = make(tmp_path, FakeStackSource())
+    (tmp_path / "blocker").write_text("x")
+    app.report_folder = lambda now: str(tmp_path / "blocker" / "report")
+    async with app.run_test() as pilot:
+        await app.wait_for_evaluation(after=0)
+        await pilot.press("i")
+        await pilot.pause()
+        assert app.reports_written == []
+        assert any("Report not written" in n.message for n in app._notifications)

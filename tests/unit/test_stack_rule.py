@@ -1,0 +1,99 @@
+"""The live stack rule: snapshot rounds -> hang report and symptom (rltui.diagnosis.hangs)."""
+
+from __future__ import annotations
+
+from rltui import model
+from rltui.diagnosis import diagnose, hangs
+from rltui.diagnosis.thresholds import Thresholds
+from rltui.model import (DepartedRank, Frame, LogFileState, NodeSnapshot, ProcessDump, StackPoll,
+                         ThreadStack)
+
+DIST = "torch/distributed/distributed_c10d.py"
+
+
+def waiting(rank: int, op: str = "all_reduce", caller_line: int = 40) -> ProcessDump:
+    frames = (Frame(op, DIST, 2500), Frame("train_step", "train.py", caller_line),
+              Frame("main", "train.py", 90))
+    return ProcessDump(pid=100 + rank, rank=rank, threads=(
+        ThreadStack(1, "MainThread", "idle", frames),))
+
+
+def round_at(t: float, *dumps: ProcessDump) -> StackPoll:
+    return StackPoll(dumps=tuple(dumps), started=t, finished=t + 0.2)
+
+
+def snap(*rounds: StackPoll, now: float = 100.0, **kw) -> NodeSnapshot:
+    return NodeSnapshot(timestamp=now, stacks=tuple(rounds), **kw)
+
+
+def test_no_rounds_no_report_and_no_symptom():
+    assert hangs.stack_report(snap()) is None
+    assert hangs.stack_hang(snap(), (), Thresholds()) == []
+
+
+def test_same_collective_in_every_rank_is_pattern_c_and_a_symptom():
+    s = snap(round_at(90.0, *(waiting(r) for r in range(4))))
+    report = hangs.stack_report(s)
+    assert report.pattern == "C"
+    found = hangs.stack_hang(s, (), Thresholds())
+    assert [x.id for x in found] == ["hang-same-collective"]
+    assert found[0].since == 90.0
+    assert "hang-same-collective" in [x.id for x in diagnose(s).symptoms]
+
+
+def test_a_departed_rank_counts_as_missing_from_the_dump():
+    gone = DepartedRank(pid=103, rank=3, last_seen=80.0, gone_since=81.0)
+    s = snap(round_at(90.0, *(waiting(r) for r in range(3))), departed=(gone,))
+    report = hangs.stack_report(s)
+    assert report.missing_ranks == (3,)
+    assert report.pattern == "A"
+    assert 3 in report.suspect_ranks
+
+
+def test_rounds_closer_than_the_gap_count_as_one_sample():
+    a, b, c = round_at(80.0), round_at(83.0), round_at(90.0)
+    assert hangs.samples([a, b, c], 5.0) == [b, c]  # 83 -> 90 is 7 s; 80 -> 83 only 3
+    assert hangs.samples([a, b, c], 8.0) == [a, c]
+    assert hangs.samples([a, b, c], 1.0) == [a, b, c]
+    assert hangs.samples([c], 5.0) == [c]
+
+
+def test_two_rounds_far_apart_confirm_a_stuck_hang():
+    dumps = [waiting(r) for r in range(2)]
+    s = snap(round_at(70.0, *dumps), round_at(90.0, *dumps))
+    report = hangs.stack_report(s)
+    assert report.samples == 2 and report.confirmed
+    assert hangs.stack_hang(s, (), Thresholds())[0].severity == "critical"
+
+
+def test_two_rounds_one_second_apart_are_not_a_confirmation():
+    dumps = [waiting(r) for r in range(2)]
+    s = snap(round_at(89.0, *dumps), round_at(90.0, *dumps))
+    report = hangs.stack_report(s)
+    assert report.samples == 1 and not report.confirmed
+
+
+def test_steps_that_advanced_after_the_first_round_rule_out_a_hang():
+    dumps = [waiting(r) for r in range(2)]
+    log = LogFileState(path="r0.log", rank=0, steps_seen=5, last_step=5, last_step_time=95.0,
+                       last_step_arrival=95.0)
+    s = snap(round_at(70.0, *dumps), round_at(90.0, *dumps), logs=(log,))
+    assert hangs.steps_state(s, (), Thresholds()) is False
+    report = hangs.stack_report(s)
+    assert not report.hang
+    assert hangs.stack_hang(s, (), Thresholds()) == []
+
+
+def test_the_report_is_memoised_on_the_rounds():
+    r = round_at(90.0, *(waiting(x) for x in range(2)))
+    first = hangs.stack_report(snap(r, now=100.0))
+    assert hangs.stack_report(snap(r, now=101.0)) is first
+    other = hangs.stack_report(snap(round_at(90.0, *(waiting(x) for x in range(2)))))
+    assert other is not first
+
+
+def test_a_failed_round_is_a_note_not_a_symptom():
+    state = model.SourceState("stacks", model.DENIED, 1.0, None, "ptrace denied", "run as root")
+    d = diagnose(NodeSnapshot(timestamp=2.0, sources=(state,)))
+    assert not any(s.id.startswith("hang-") for s in d.symptoms)
+    assert any(n.startswith("stacks: denied") for n in d.notes)
