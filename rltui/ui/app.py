@@ -60,7 +60,9 @@ class RltuiApp(App[int]):
                 tooltip="poll every source now and redraw"),
         Binding("z", "zoom", "Zoom", id="rltui.zoom",
                 tooltip="fill the screen with the focused pane; again or escape to return"),
-        Binding("t", "cycle_theme", "Theme", id="rltui.theme",
+        # Theme and Report stay out of the footer so that the rest fits 80 columns; help (?)
+        # and the command palette list them.
+        Binding("t", "cycle_theme", "Theme", id="rltui.theme", show=False,
                 tooltip="cycle dark, light, colour-blind; remembered in the config file"),
         Binding("question_mark,f1", "help", "Help", id="rltui.help"),
         Binding("n", "step", "Step", id="rltui.replay.step", tooltip="move on one second"),
@@ -77,7 +79,7 @@ class RltuiApp(App[int]):
                         "its own dump, for a consistent cut)"),
         Binding("s", "show_stacks", "Stacks", id="rltui.stacks.show",
                 tooltip="compare the ranks' stacks: classes, merged tree, side-by-side diff"),
-        Binding("i", "incident_report", "Report", id="rltui.report",
+        Binding("i", "incident_report", "Report", id="rltui.report", show=False,
                 tooltip="write an incident report (markdown and JSON) into the current folder"),
     ]
 
@@ -333,7 +335,8 @@ class RltuiApp(App[int]):
             if b.action in REPLAY_ACTIONS:
                 b = replace(b, description=f"{b.description} (replay)")
             out.append(b)
-        for where, bindings in (("logs", LogView.BINDINGS), ("ranks", RankPane.BINDINGS)):
+        for where, bindings in (("logs", LogView.BINDINGS), ("ranks", RankPane.BINDINGS),
+                                ("stacks screen", StacksScreen.BINDINGS)):
             for b in bindings:
                 assert isinstance(b, Binding)
                 out.append(replace(b, description=f"{b.description} ({where})"))

@@ -39,6 +39,15 @@ def palette_commands(app: "RltuiApp") -> list[tuple[str, Callable[[], object], s
             ("Replay: Slower", app.action_slower, "Play slower (-)"),
             ("Replay: Jump to end", app.action_to_end, "Play to the end at once (e)"),
         ]
+    if app.bundle.player is None:
+        commands.append(("Stacks: Dump every rank now", app.action_dump_stacks,
+                         "py-spy dump of every job process, a consistent cut (d)"))
+    commands += [
+        ("Stacks: Compare ranks", app.action_show_stacks,
+         "Classes, merged tree and two ranks side by side (s)"),
+        ("Report: Write incident report", app.action_incident_report,
+         "incident.md and incident.json in a new folder here (i)"),
+    ]
     commands += log_commands(app)
     commands.append(("App: Quit", app.action_quit, "Quit rltui (q)"))
     return commands

@@ -88,3 +88,16 @@ def test_rank_log_screen(snap_compare, replay_app):
     assert snap_compare(replay_app("with_logs"),
                         press=["e", "l", "less_than_sign", "o", "comma"],
                         terminal_size=(80, 24))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_stacks_pattern_a(snap_compare, replay_app, size):
+    """Three py-spy rounds of a pipeline job (real saved dumps): ranks 0-1 in recv_object_list,
+    rank 2 in destroy_process_group from __exit__. Must be visible: header "CRITICAL" and a
+    "stacks ok" entry; symptom "CRIT Cleanup deadlock: rank 2 in teardown, ranks 0-1 wait"
+    (hang-cleanup-deadlock). At 200x60 also the rank table's stack column with
+    "#1 recv_object_list" for ranks 0-1 and "#2 destroy_process_group" for rank 2 (rank 2 in
+    the bad colour, a suspect), and the symptom's evidence: the classes marked [stuck] and the
+    divergence point."""
+    assert snap_compare(replay_app("cleanup_deadlock_with_stacks"), press=["e"],
+                        terminal_size=size)

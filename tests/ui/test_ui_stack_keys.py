@@ -99,3 +99,24 @@ async def test_i_into_an_unwritable_folder_is_a_message_not_a_crash(tmp_path):
         await pilot.pause()
         assert app.reports_written == []
         assert any("Report not written" in n.message for n in app._notifications)
+
+
+async def test_s_opens_the_compare_screen_and_it_follows_new_rounds(replay_app):
+    from rltui.ui.screens.stacks import StacksScreen
+    app = replay_app("cleanup_deadlock_with_stacks", paused=True)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await pilot.press("s")  # before the first round: a message, no screen
+        await pilot.pause()
+        assert app.screen is app.main_screen
+        await pilot.press("e")
+        await pilot.pause()
+        assert app.latest.stacks.samples == 3
+        await pilot.press("s")
+        await pilot.pause()
+        assert isinstance(app.screen, StacksScreen)
+        assert app.screen.report is app.latest.stacks
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is app.main_screen
+        assert [c for c in stack_cells(app)] == ["#1 recv_object_list", "#1 recv_object_list",
+                                                 "#2 destroy_process_group"]

@@ -32,6 +32,7 @@ PURE_MODULES = [
     "rltui.diagnosis.stacks",
     "rltui.diagnosis.stacktree",
     "rltui.diagnosis.hangs",
+    "rltui.diagnosis.stackview",
     "rltui.incident",
 ]
 FORBIDDEN = ["textual", "rich", "pynvml", "psutil", "subprocess"]

@@ -43,7 +43,7 @@ class RankPane(TablePane):
         Column("step", "last step", 11, 7, right=True),
         Column("step_time", "step time", 8 + 1 + 5, 9),
         Column("eta", "ETA", 6, 10, right=True),
-        Column("stack", "stack", 12, 8),
+        Column("stack", "stack", 24, 8),
         Column("role", "role", 12, 6),
     )
     BINDINGS = [

@@ -1,0 +1,79 @@
+"""``rltui stacks DIR``: the stack compare screen on its own, for saved py-spy dumps.
+
+The app is the monitor's look without the monitor: the same theme files and palette (so the
+colours match), the same stylesheet and help screen, and ``StacksScreen`` as its only screen
+(``q`` or ``escape`` quits).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from collections.abc import Sequence
+
+from textual.app import App
+from textual.binding import Binding
+from textual.screen import Screen
+
+from rltui.diagnosis.stacks import StackReport
+from rltui.diagnosis.thresholds import Thresholds
+from rltui.ui.screens.help import HelpScreen
+from rltui.ui.screens.stacks import SourceLines, StacksScreen
+from rltui.ui.themes import RltuiTheme, load_all, next_theme
+
+
+class StacksApp(App[int]):
+    CSS_PATH = "rltui.tcss"
+    TITLE = "rltui stacks"
+    BINDINGS = [
+        Binding("q", "quit", "Quit", show=False, id="rltui.stacks.quit"),
+        Binding("t", "cycle_theme", "Theme", show=False, id="rltui.stacks.theme",
+                tooltip="cycle dark, light, colour-blind (not remembered here)"),
+        Binding("question_mark,f1", "help", "Help", id="rltui.stacks.help"),
+    ]
+
+    def __init__(self, report: StackReport, *, problems: Sequence[str] = (),
+                 source_lines: SourceLines | None = None, title: str = "",
+                 theme: str = "dark") -> None:
+        super().__init__()
+        self.themes: dict[str, RltuiTheme] = load_all()
+        for t in self.themes.values():
+            self.register_theme(t.textual)
+        name = theme if theme in self.themes else "dark"
+        self.palette = self.themes[name].palette
+        self.stacks_screen = StacksScreen(report, source_lines=source_lines, subtitle=title,
+                                          problems=problems)
+        if title:
+            self.sub_title = title
+        self.theme = name
+
+    def get_default_screen(self) -> Screen:
+        return self.stacks_screen
+
+    def watch_theme(self, name: str) -> None:
+        theme = self.themes.get(name)
+        if theme is not None:
+            self.palette = theme.palette
+
+    def action_cycle_theme(self) -> None:
+        self.theme = next_theme(self.theme)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.help_bindings(), Thresholds(), self.palette))
+
+    def help_bindings(self) -> list[Binding]:
+        out = []
+        for b in (*StacksScreen.BINDINGS, *self.BINDINGS):
+            assert isinstance(b, Binding)
+            out.append(replace(b))
+        return out
+
+
+def build_stacks_app(report: StackReport, *, problems: Sequence[str] = (),
+                     source_lines: SourceLines | None = None, title: str = "",
+                     theme: str = "dark") -> StacksApp:
+    """The app of ``rltui stacks DIR`` (for the CLI and tests alike): ``report`` from
+    ``classify``, ``problems`` from reading the dumps, ``source_lines`` usually
+    ``rltui.sources.sourcelines.read_source``, ``title`` the folder, ``theme`` the settings'."""
+    return StacksApp(report, problems=problems, source_lines=source_lines, title=title,
+                     theme=theme)

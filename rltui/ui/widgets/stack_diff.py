@@ -1,0 +1,90 @@
+"""Two stacks side by side, root first, aligned frame by frame.
+
+The middle column says how a row compares, in a character as well as a colour: blank (the same
+frame), ``~`` (same function, other line), ``≠`` (another function), ``<`` / ``>`` (a frame only
+one side has). The first row that differs is marked ``▶`` and drawn bold; ``g`` puts the cursor
+on it. The column headers name the two sides (``rank 0 (#1)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rltui.diagnosis.stackview import (DIFFER, KIND_TEXT, LEFT_ONLY, LINE, RIGHT_ONLY, SAME,
+                                       DiffRow, Side, StackDiff, StackView, fit_frame)
+from rltui.ui.themes import Palette
+from rltui.ui.widgets.cells import Cell
+from rltui.ui.widgets.stack_table import CELL_PADDING, StackPane
+
+MARKS = {SAME: "", LINE: "~", DIFFER: "≠", LEFT_ONLY: "<", RIGHT_ONLY: ">"}
+INDEX = 4
+MARK = 1
+
+
+class StackDiffPane(StackPane):
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.border_title = "Compare"
+        self.diff = StackDiff(rows=(), first=None, first_function=None)
+        self.left_text = self.right_text = ""
+        self._palette: Palette | None = None
+
+    def show(self, view: StackView, left: Side, right: Side, palette: Palette) -> bool:
+        """Show the diff of ``left`` and ``right``; True when its rows changed."""
+        self._palette = palette
+        diff = view.diff(left, right)
+        changed = diff.rows != self.diff.rows
+        self.diff = diff
+        self.left_text, self.right_text = view.side_text(left), view.side_text(right)
+        self.set_pane_title(f"Compare {self.left_text} | {self.right_text} · {self.summary()}")
+        self.set_rows([str(i) for i in range(len(diff.rows))])
+        return changed
+
+    def summary(self) -> str:
+        d = self.diff
+        if not d.rows:
+            return "no stack"
+        if d.first is None:
+            return "same stack"
+        kind = KIND_TEXT[d.rows[d.first].kind]
+        text = f"diverge at frame {d.first} ({kind})"
+        if d.first_function is not None and d.first_function != d.first:
+            text += f", other function at {d.first_function}"
+        return text
+
+    @property
+    def selected(self) -> DiffRow | None:
+        rows = self.diff.rows
+        row = self.table.cursor_row
+        return rows[row] if 0 <= row < len(rows) else None
+
+    def to_divergence(self) -> bool:
+        if self.diff.first is None:
+            return False
+        self.table.show_row(self.diff.first)
+        return True
+
+    def columns_for(self, width: int) -> list[tuple[str, str, int, bool]]:
+        side = max(8, (width - INDEX - MARK - 4 * CELL_PADDING) // 2)
+        return [("i", "#", INDEX, True), ("left", self.left_text, side, False),
+                ("mark", "", MARK, False), ("right", self.right_text, side, False)]
+
+    def relayout(self) -> None:
+        self._columns = ()  # the headers name the sides, which change without a resize
+        super().relayout()
+
+    def cells(self, key: str) -> Sequence[Cell]:
+        pal = self._palette
+        assert pal is not None
+        i = int(key)
+        row = self.diff.rows[i]
+        first = i == self.diff.first
+        style = {SAME: "", LINE: pal.warn, DIFFER: pal.bad, LEFT_ONLY: pal.info,
+                 RIGHT_ONLY: pal.info}[row.kind]
+        if first:
+            style = f"bold {style}".strip()
+        index = Cell(f"▶{i}" if first else str(i), f"bold {pal.warn}" if first else pal.dim)
+        width = self.width_of("left")
+        left = Cell(fit_frame(row.left, width) if row.left is not None else "", style)
+        right = Cell(fit_frame(row.right, width) if row.right is not None else "", style)
+        return (index, left, Cell(MARKS[row.kind], f"bold {style}".strip() if style else ""), right)
