@@ -47,3 +47,37 @@ def test_zero_step_completion_on_the_demo(tmp_path):
     assert zero["ranks"] == [0]
     assert any("still alive" in e for e in zero["evidence"])
     assert any("Training completes" in e or "training completes" in e for e in zero["evidence"])
+
+
+# Live py-spy rounds every 4 s, counted as samples from 3 s apart: a 13 s run takes rounds at
+# 0, 4, 8, 12 and a closing one at 13 s; the snapshot keeps the last three, and at least two
+# samples among them fall after the demo's ranks hung (about 3 s in).
+STACKS_FAST = ("pyspy:\n  interval: 4\nthresholds:\n  stack_sample_gap_s: 3\n"
+               "  stall_floor_s: 3\n  stall_factor: 2\n")
+
+
+def test_stall_is_named_pattern_c_from_live_stacks(tmp_path):
+    doc = diagnose(tmp_path, "stall", 13, STACKS_FAST)
+    stacks = doc["stacks"]
+    assert stacks["pattern"] == "C" and stacks["samples"] >= 2, stacks["explanation"]
+    assert [c["state"] for c in stacks["classes"]] == ["stuck"]
+    assert stacks["classes"][0]["ranks"] == "0-3" and stacks["classes"][0]["op"] == "all_reduce"
+    (hang,) = [s for s in doc["symptoms"] if s["id"] == "hang-same-collective"]
+    assert hang["severity"] == "critical"
+
+
+def test_rank_exit_is_pattern_a_with_the_exited_rank_as_suspect(tmp_path):
+    doc = diagnose(tmp_path, "rank-exit", 13, STACKS_FAST)
+    stacks = doc["stacks"]
+    assert stacks["pattern"] == "A", stacks["explanation"]
+    exited = stacks["missing_ranks"]
+    assert len(exited) == 1 and exited == stacks["suspect_ranks"]
+    assert "hang-cleanup-deadlock" in [s["id"] for s in doc["symptoms"]]
+
+
+def test_healthy_demo_stacks_are_not_a_hang(tmp_path):
+    doc = diagnose(tmp_path, "healthy", 7, "pyspy:\n  interval: 2\nthresholds:\n"
+                   "  stack_sample_gap_s: 1.5\n  stall_floor_s: 3\n")
+    assert doc["stacks"]["samples"] >= 2
+    assert doc["stacks"]["pattern"] is None
+    assert not [s for s in doc["symptoms"] if s["id"].startswith("hang-")]
