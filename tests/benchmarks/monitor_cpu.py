@@ -8,7 +8,8 @@ With --demo-app it measures `rltui demo` instead, whose process also hosts the d
 
     python tests/benchmarks/monitor_cpu.py [--seconds 60] [--ranks 8] [--scenario healthy]
 
-Prints one line of JSON: cpu_percent_of_one_core, seconds, ranks.
+Prints one line of JSON: cpu_percent_of_one_core (the monitor process), children_cpu_percent
+(the py-spy dumps it ran in the window), seconds, ranks.
 """
 
 from __future__ import annotations
@@ -74,11 +75,14 @@ def main() -> None:
     try:
         proc = find_monitor(session, time.monotonic() + 30)
         time.sleep(args.settle)  # a benchmark window, not a wait for an event
-        t0 = sum(proc.cpu_times()[:2])
+        # Own CPU, and that of the children it waited for: the py-spy dumps it runs.
+        c0 = proc.cpu_times()
         w0 = time.monotonic()
         time.sleep(args.seconds)
-        t1 = sum(proc.cpu_times()[:2])
+        c1 = proc.cpu_times()
         w1 = time.monotonic()
+        t0, t1 = sum(c0[:2]), sum(c1[:2])
+        k0, k1 = sum(c0[2:4]), sum(c1[2:4])
     finally:
         subprocess.call(["tmux", "send-keys", "-t", session, "q"])
         time.sleep(2)
@@ -87,6 +91,7 @@ def main() -> None:
             job.terminate()
             job.wait(10)
     print(json.dumps({"cpu_percent_of_one_core": round(100 * (t1 - t0) / (w1 - w0), 2),
+                      "children_cpu_percent": round(100 * (k1 - k0) / (w1 - w0), 2),
                       "seconds": round(w1 - w0, 1), "ranks": args.ranks,
                       "scenario": args.scenario, "terminal": f"{args.width}x{args.height}",
                       "monitor": "rltui demo" if args.demo_app else "live, 8 fake NVML GPUs"}))

@@ -16,6 +16,7 @@ SCENARIOS = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"
     ("demo-oom", "critical", [("cuda-oom", [3]), ("rank-exited", [3])]),
     ("demo-zero-step-completion", "critical", [("rank-exited", [1, 2, 3]),
                                                ("zero-step-completion", [0])]),
+    ("demo-cleanup-deadlock", "critical", [("hang-cleanup-deadlock", [3])]),
 ])
 def test_recorded_demo_diagnosis(name, verdict, symptoms):
     out = subprocess.run([sys.executable, "-m", "rltui", "diagnose", "--replay",
@@ -29,6 +30,17 @@ def test_recorded_demo_diagnosis(name, verdict, symptoms):
     assert doc["now_source"] == "recording"
     assert [log["rank"] for log in doc["logs"]] == [0, 1, 2, 3]
     assert all(log["format"] in ("verl", "unknown") for log in doc["logs"])
+
+
+def test_recorded_cleanup_deadlock_names_pattern_a_from_the_recorded_py_spy_rounds():
+    out = subprocess.run([sys.executable, "-m", "rltui", "diagnose", "--replay",
+                          str(SCENARIOS / "demo-cleanup-deadlock"), "--json"],
+                         capture_output=True, text=True, check=False, timeout=60)
+    stacks = json.loads(out.stdout)["stacks"]
+    assert stacks["pattern"] == "A" and stacks["samples"] >= 2
+    assert [(c["ranks"], c["state"], c["op"]) for c in stacks["classes"]] == [
+        ("0-2", "stuck", "recv_object_list"), ("3", "stuck", "destroy_process_group")]
+    assert stacks["suspect_ranks"] == [3]
 
 
 def test_recorded_rank_exit_cites_the_traceback_with_file_and_line():
