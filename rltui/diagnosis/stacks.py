@@ -3,25 +3,30 @@
 The playbook's three patterns (section 1), read from the merged stacks (``stacktree``):
 
 * A, cleanup deadlock (``hang-cleanup-deadlock``): some ranks sit in teardown (a wait reached from
-  ``__exit__``/``close``/``destroy``..., or ``destroy_process_group``) or have exited, while the
+  ``__exit__``/``close``/``destroy``..., ``destroy_process_group``, or a barrier called straight
+  from the script's entry point, as a ``finally:`` in ``main`` does) or have exited, while the
   others wait in the loop. The root cause is the exception on the ranks that left.
 * B, collective mismatch (``hang-collective-mismatch``): every rank waits inside the loop, but in
   different collectives or from different call sites: a code-path divergence.
 * C, same collective (``hang-same-collective``): every rank waits in the same collective from the
   same call site: the network, or a slow rank; not the code.
 
-Plus ``hang-busy-loop``: ranks on CPU in the same non-collective frame in every sample while the
-steps stall. A pattern is named only when the ranks wait (idle, or in a collective), or their
-stacks stayed the same across samples: a job whose stacks move is progressing (healthy or slow).
+Plus ``hang-busy-loop``: ranks on CPU in the same non-collective loop in every sample. A pattern is
+named only when the ranks wait (idle in a recognised collective or wait), or their stacks stayed
+the same across samples: a job whose stacks move is progressing (healthy or slow). docs/
+hang-patterns.md describes the rules for users.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-from rltui.diagnosis.stacktree import (Interner, StackClass, StackTree, merge, pids_of,
-                                       ranks_of)
+from rltui.diagnosis.stacktree import (CLEANUP_OPS, Interner, StackClass, StackTree, is_wrapper,
+                                       loop_index, merge, mixed_naming, pids_of, ranks_of,
+                                       same_place, short_name)
 from rltui.model import Frame, ProcessDump, Symptom
 from rltui.rankset import compact, label
 
@@ -35,7 +40,7 @@ SYMPTOM_OF = {"A": CLEANUP_DEADLOCK, "B": COLLECTIVE_MISMATCH, "C": SAME_COLLECT
 HANG = "hang"  # the ranks wait (or spin) and nothing says they progress
 PROGRESSING = "progressing"  # stacks changed between samples: healthy or slow
 WORKING = "working"  # one sample, some rank on CPU outside any collective
-UNCLEAR = "unclear"  # one sample, some rank neither waits nor works (no status)
+UNCLEAR = "unclear"  # one sample, no rank in a recognised wait, or a rank with no status
 EMPTY = "empty"  # no stacks at all
 
 
@@ -56,6 +61,8 @@ class StackReport:
     confirmed: bool = False  # stuck across samples (or steps known stalled), not one glance
     unreadable: tuple[int, ...] = ()  # pids whose dump failed (alive, no stack)
     tree: StackTree | None = None
+    duplicate_ranks: tuple[int, ...] = ()  # dumped twice in the latest sample (last one kept)
+    notes: tuple[str, ...] = ()  # what limits the reading (unreadable, duplicate, mixed dumps)
 
     @property
     def hang(self) -> bool:
@@ -87,15 +94,20 @@ def _verb(members: Sequence[int], one: str, many: str) -> str:
 
 
 def _chain(c: StackClass, n: int = 4) -> str:
-    """Innermost frames of a class, py-spy order: ``all_reduce <- Trainer._sync_gradients``."""
-    frames = list(reversed(c.frames))
+    """Innermost frames of a class, py-spy order: ``all_reduce <- Trainer._sync_gradients``.
+    C frames below the innermost Python frame (``--native``) and decorator closures between a
+    collective and its caller are left out: they are the same for every rank."""
+    frames = [f for f in reversed(c.frames) if not is_wrapper(f)]
+    if any(not f.native for f in frames):
+        while frames and frames[0].native:
+            frames.pop(0)
     text = " <- ".join(f.name for f in frames[:n])
     return text + (" <- ..." if len(frames) > n else "") if frames else "(empty stack)"
 
 
 def _op_text(c: StackClass) -> str:
     if c.op is None:
-        return f"at {where(c.deepest)}"
+        return f"at {where(c.tip)}"
     site = f" called from {where(c.call_site)}" if c.call_site is not None else ""
     return f"in {c.op.name}{site}"
 
@@ -112,99 +124,128 @@ def classify(samples: Sequence[Sequence[ProcessDump]] | Sequence[ProcessDump],
     """
     if samples and isinstance(samples[0], ProcessDump):
         samples = [samples]  # type: ignore[list-item]
-    it = Interner()
+    it = Interner(alias=mixed_naming(d for s in samples for d in s))  # type: ignore[union-attr]
     trees = [merge(s, lines=lines, interner=it) for s in samples]  # type: ignore[arg-type]
     if not trees:
         trees = [merge((), interner=it)]
     tree = trees[-1]
     present = set(tree.paths)
     unreadable_ranks = {d.rank for d in tree.unreadable if d.rank is not None}
-    missing = {r for r in missing_ranks} | {m for m in tree.exited if m >= 0}
+    missing = set(missing_ranks) | {m for m in tree.exited if m >= 0}
     if world_size is not None:
         expected_ranks = range(world_size) if expected_ranks is None else expected_ranks
     if expected_ranks is not None:
         missing |= set(expected_ranks) - present - unreadable_ranks
     missing -= present
-    classes = tuple(_with_state(c, trees) for c in tree.classes)
-    base = dict(classes=classes, missing_ranks=tuple(sorted(missing)), samples=len(trees),
-                unreadable=tuple(sorted(d.pid for d in tree.unreadable)), tree=tree)
+    memo: dict[tuple[int, int], bool] = {}
+    classes = _with_teardown(tuple(_with_state(c, trees, it, memo) for c in tree.classes))
+    notes = _notes(tree, it)
+    base: dict[str, Any] = {
+        "classes": classes, "missing_ranks": tuple(sorted(missing)), "samples": len(trees),
+        "unreadable": tuple(sorted(d.pid for d in tree.unreadable)), "tree": tree,
+        "duplicate_ranks": ranks_of(tree.duplicates), "notes": notes}
+
+    def report(verdict, title, text, pattern=None, symptom_id=None, **more) -> StackReport:
+        if notes:
+            text = f"{text} {' '.join(notes)}"
+        args = base | more
+        return StackReport(verdict=verdict, pattern=pattern, symptom_id=symptom_id,
+                           title=title, explanation=text, **args)
+
     if not classes:
         text = "No stacks to compare."
         if missing:
             text += f" {label(missing)} missing from the dump."
-        return StackReport(verdict=EMPTY, pattern=None, symptom_id=None, title=text,
-                           explanation=text, **base)
+        return report(EMPTY, text, text)
 
     node, below = tree.divergence()
     # No children: every rank has the same path, nothing diverges.
     div = node.frame if below else None
     branches = tuple(b.frame for b in below if b.frame is not None)
     base.update(divergence=div, branches=branches)
-    multi = len(trees) >= 2
+    # Compared: some rank was seen in an earlier sample too. Only then can stacks move or stay.
+    compared = len(trees) >= 2 and any(c.state != "unknown" for c in classes)
     moving = [c for c in classes if c.state == "moving"]
-    working = [c for c in classes if c.op is None and c.active]
+    stuck = [c for c in classes if c.state == "stuck"]
+    working = [c for c in classes if c.op is None and c.active and c.state != "stuck"]
+    gone = f" {label(missing)} missing from the dump." if missing else ""
 
-    if multi and moving:
+    if moving:
         moved = [m for c in moving for m in c.members]
         text = (f"The stacks of {who(moved)} changed between the {len(trees)} samples: the job "
                 "is progressing (healthy or slow), not hung.")
-        stuck = [c for c in classes if c.state == "stuck" and c.op is not None]
-        if stuck:
+        waits = [c for c in stuck if c.op is not None]
+        if waits:
             text += (" " + "; ".join(f"{who(c.members)} sat {_op_text(c)} in every sample"
-                                     for c in stuck[:3])
+                                     for c in waits[:3])
                      + f": if the steps are slow, {who(moved)} may be the slow side.")
-        return StackReport(verdict=PROGRESSING, pattern=None, symptom_id=None,
-                           title="Stacks move between samples: not a hang", explanation=text,
-                           **base)
-    if not multi and working:
+        return report(PROGRESSING, "Stacks move between samples: not a hang", text + gone)
+    if working:
         busy = [m for c in working for m in c.active]
-        text = (f"One sample: the ranks differ and at least one is working: {who(busy)} on CPU "
-                f"at {where(working[0].deepest)}, outside any collective. One dump cannot tell a "
-                "hang from a slow step: dump again in a few seconds and compare.")
-        if missing:
-            text += f" {label(missing)} missing from the dump."
-        return StackReport(verdict=WORKING, pattern=None, symptom_id=None,
-                           title="Ranks differ; at least one is working", explanation=text,
-                           **base)
-    if not multi:
+        lead = "One sample: " if not compared else f"Seen in one sample only, {who(busy)}: "
+        every = len(classes) == 1 and len(busy) == len(classes[0].members)
+        if every:
+            text = (f"{lead}every rank ({who(busy)}) is on CPU at {where(working[0].tip)}, "
+                    "outside any collective: working, not waiting.")
+        else:
+            text = (f"{lead}the ranks differ and at least one is working: {who(busy)} on CPU "
+                    f"at {where(working[0].tip)}, outside any collective.")
+        text += (" One dump cannot tell a hang from a slow step: dump again in a few seconds "
+                 "and compare.")
+        title = "Ranks are working" if every else "Ranks differ; at least one is working"
+        return report(WORKING, title, text + gone)
+    if not compared:
         unsure = [m for c in classes if c.op is None for m in c.members if m not in c.idle]
         if unsure:
             text = (f"One sample: {who(unsure)} neither waits in a recognised collective nor is "
                     "reported idle or active; dump again to see whether the stacks move.")
-            return StackReport(verdict=UNCLEAR, pattern=None, symptom_id=None,
-                               title="One sample: cannot tell whether the ranks wait",
-                               explanation=text, **base)
+            return report(UNCLEAR, "One sample: cannot tell whether the ranks wait", text + gone)
+        if all(c.op is None for c in classes):
+            spots = "; ".join(f"{who(c.members)} at {where(c.tip)}" for c in classes[:3])
+            text = (f"One sample: every rank is idle, none in a recognised collective or wait "
+                    f"({spots}). Idle outside communication may be a pause (sleep, input, a "
+                    "queue) as well as a hang: dump again to see whether the stacks move.")
+            return report(UNCLEAR, "One sample: ranks idle outside any collective", text + gone)
 
     # From here every rank waits (one sample) or no stack moved (several samples).
-    confirmed = multi or steps_stalled is True
+    confirmed = bool(compared and stuck) or steps_stalled is True
     base["confirmed"] = confirmed
     if steps_stalled is False:
         text = ("The stacks did not change, but the steps still advance: not a hang "
                 f"({who(present)} {_op_text(classes[0])}).")
-        return StackReport(verdict=PROGRESSING, pattern=None, symptom_id=None,
-                           title="Steps advance: not a hang", explanation=text, **base)
-    spinning = [c for c in classes if c.op is None and c.active] if multi else []
+        return report(PROGRESSING, "Steps advance: not a hang", text)
+    spinning = [c for c in classes if c.op is None and c.active and c.state == "stuck"]
     if spinning:
-        return _busy_loop(classes, spinning, missing, base)
+        return _busy_loop(classes, spinning, missing, trees, it, steps_stalled, report)
     teardown = [c for c in classes if c.teardown]
     loop = [c for c in classes if not c.teardown]
     if (teardown and loop) or missing:
-        return _pattern_a(classes, teardown, loop, missing, div, branches, base)
-    return _pattern_b_or_c(classes, div, branches, base)
+        return _pattern_a(classes, teardown, loop, missing, div, branches, report)
+    return _pattern_b_or_c(classes, div, branches, report)
 
 
-def _with_state(c: StackClass, trees: Sequence[StackTree]) -> StackClass:
-    """Stuck: every member had the same path (by function) in every sample that has it."""
+def _with_state(c: StackClass, trees: Sequence[StackTree], it: Interner,
+                memo: dict[tuple[int, int], bool]) -> StackClass:
+    """Stuck: every member was in the same place in every sample that has it (``same_place``:
+    the same frames and callers' lines; a loop may turn, or step into a shallow call)."""
     if len(trees) < 2:
         return c
+    latest = trees[-1].kpaths
     moved = seen_twice = False
     for m in c.members:
+        b = latest[m]
         for t in trees[:-1]:
-            p = t.paths.get(m)
-            if p is None:
+            a = t.kpaths.get(m)
+            if a is None:
                 continue
             seen_twice = True
-            if p != c.fids:
+            if a is b:
+                continue
+            # Paths are shared tuples (one per distinct stack): compare each pair once.
+            same = memo.get((id(a), id(b)))
+            if same is None:
+                same = memo[(id(a), id(b))] = same_place(a, b, it)
+            if not same:
                 moved = True
                 break
         if moved:
@@ -213,10 +254,37 @@ def _with_state(c: StackClass, trees: Sequence[StackTree]) -> StackClass:
     return replace(c, state=state)
 
 
-def _busy_loop(classes, spinning, missing, base) -> StackReport:
+def _with_teardown(classes: tuple[StackClass, ...]) -> tuple[StackClass, ...]:
+    """A barrier or destroy_process_group called straight from the entry point (``main``'s
+    ``finally:``) is teardown when other ranks wait deeper, inside the loop."""
+    deeper = any(c.op is not None and not c.teardown and not c.from_entry for c in classes)
+    if not deeper:
+        return classes
+    return tuple(replace(c, teardown=True) if (not c.teardown and c.from_entry and c.op
+                                               and short_name(c.op.name) in CLEANUP_OPS)
+                 else c for c in classes)
+
+
+def _notes(tree: StackTree, it: Interner) -> tuple[str, ...]:
+    out = []
+    if tree.unreadable:
+        bad = ", ".join(f"pid {d.pid}" + (f" (rank {d.rank})" if d.rank is not None else "")
+                        + f": {d.status}" for d in tree.unreadable[:4])
+        more = f" and {len(tree.unreadable) - 4} more" if len(tree.unreadable) > 4 else ""
+        out.append(f"No stack from {bad}{more}: alive but unread, so not counted as missing; "
+                   "dump it again (py-spy --nonblocking if it timed out).")
+    if tree.duplicates:
+        out.append(f"{who(tree.duplicates)} appeared more than once in one sample; the last "
+                   "dump of each was used.")
+    if it.alias:
+        out.append("The dumps come from Pythons before and after 3.11, which name methods "
+                   "differently (method vs Class.method); the names were matched by file.")
+    return tuple(out)
+
+
+def _busy_loop(classes, spinning, missing, trees, it, steps_stalled, report) -> StackReport:
     ranks = [m for c in spinning for m in c.active]
-    # The loop's frame: the innermost Python frame (native frames name the interpreter).
-    loop = next((f for f in reversed(spinning[0].frames) if not f.native), spinning[0].deepest)
+    loop = _loop_frame(spinning, trees, it)
     waiting = [c for c in classes if c.op is not None]
     text = (f"{who(ranks)} stayed on CPU in {where(loop)} in every sample, outside any "
             "collective: a busy loop, not a communication wait.")
@@ -224,17 +292,46 @@ def _busy_loop(classes, spinning, missing, base) -> StackReport:
         text += " " + "; ".join(f"{who(c.members)} {_verb(c.members, 'waits', 'wait')} "
                                 f"{_op_text(c)}" for c in waiting[:3])
         text += f", most likely for {who(ranks)}."
+    elif steps_stalled is not True:
+        text += (" A long computation in one function looks the same from outside: check that "
+                 "the steps stalled too.")
     if missing:
         text += f" {label(missing)} missing from the dump."
     text += (f" Look at the loop in {where(loop)}: its exit condition, or what it polls (a "
              "queue, a flag, a file another rank should write).")
-    return StackReport(verdict=HANG, pattern=None, symptom_id=BUSY_LOOP,
-                       title=f"{who(ranks)} {_verb(ranks, 'spins', 'spin')} in "
-                             f"{loop.name if loop else '?'} (busy loop)",
-                       suspect_ranks=ranks_of(ranks), explanation=text, loop_frame=loop, **base)
+    return report(HANG, f"{who(ranks)} {_verb(ranks, 'spins', 'spin')} in "
+                        f"{loop.name if loop else '?'} (busy loop)", text,
+                  symptom_id=BUSY_LOOP, suspect_ranks=ranks_of(ranks), loop_frame=loop)
 
 
-def _pattern_a(classes, teardown, loop, missing, div, branches, base) -> StackReport:
+def _loop_frame(spinning: Sequence[StackClass], trees: Sequence[StackTree],
+                it: Interner) -> Frame | None:
+    """Where the spinning ranks loop: per rank, the deepest frame all its samples share
+    (``loop_index``); the one most ranks share, the outermost on a tie."""
+    votes: Counter[tuple[int, int]] = Counter()
+    kid_of: dict[tuple[int, int], int] = {}
+    per_path: dict[tuple[tuple[int, ...], ...], tuple[int, int]] = {}
+    for c in spinning:
+        for m in c.active:
+            paths = tuple(t.kpaths[m] for t in trees if m in t.kpaths)
+            hit = per_path.get(paths)
+            if hit is None:
+                i = loop_index(paths, it)
+                latest = paths[-1]
+                # The innermost Python frame when the loop index lands on a C frame.
+                while i > 0 and it.frame_of[latest[i]].native:
+                    i -= 1
+                hit = per_path[paths] = (i, it.fid_of[latest[i]]) if i >= 0 else (-1, -1)
+                if i >= 0:
+                    kid_of[hit] = latest[i]
+            votes[hit] += 1
+    best = max(votes, key=lambda k: (votes[k], -k[0]), default=None)
+    if best is None or best[0] < 0:
+        return spinning[0].tip
+    return it.frame_of[kid_of[best]]
+
+
+def _pattern_a(classes, teardown, loop, missing, div, branches, report) -> StackReport:
     left = [m for c in teardown for m in c.members]
     waiting_loop = [c for c in loop if c.op is not None] or loop
     waiters = [m for c in waiting_loop for m in c.members]
@@ -263,11 +360,11 @@ def _pattern_a(classes, teardown, loop, missing, div, branches, base) -> StackRe
         title = f"{label(missing)} exited while {who(waiters)} {_verb(waiters, 'waits', 'wait')}"
     else:
         title = f"Cleanup deadlock: {who(left or missing)} in teardown, {who(waiters)} wait"
-    return StackReport(verdict=HANG, pattern="A", symptom_id=CLEANUP_DEADLOCK, title=title,
-                       suspect_ranks=tuple(suspects), explanation=text, **base)
+    return report(HANG, title, text, pattern="A", symptom_id=CLEANUP_DEADLOCK,
+                  suspect_ranks=tuple(suspects))
 
 
-def _pattern_b_or_c(classes, div, branches, base) -> StackReport:
+def _pattern_b_or_c(classes, div, branches, report) -> StackReport:
     # A wait's signature: the path down to the collective plus the lines of its callers. Frames
     # inside the collective do not count (the same op may sit in different internals).
     # Units: (signature, members, class). One class splits into several units when its ranks
@@ -287,19 +384,17 @@ def _pattern_b_or_c(classes, div, branches, base) -> StackReport:
                 "the same call site. This is not a code-path divergence: suspect the network "
                 "or a slow rank. Check NCCL_DEBUG=INFO output for the slow or stuck peer, the "
                 "network interface (NCCL_SOCKET_IFNAME, NCCL_IB_DISABLE=0) and whether one "
-                "rank's GPU or host is slower.")
-        return StackReport(verdict=HANG, pattern="C", symptom_id=SAME_COLLECTIVE,
-                           title=f"All ranks wait in {c.op.name if c.op else '?'}",
-                           explanation=text, **base)
+                "rank's GPU or host is slower. Ranks that were not dumped (another node) may "
+                "be the ones that never arrived.")
+        return report(HANG, f"All ranks wait in {c.op.name if c.op else '?'}", text,
+                      pattern="C", symptom_id=SAME_COLLECTIVE)
     if len(groups) == 1 and not recognised:
         c = classes[0]
-        text = (f"Every rank ({who(c.members)}) is idle at {where(c.deepest)}, which is not "
+        text = (f"Every rank ({who(c.members)}) is idle at {where(c.tip)}, which is not "
                 "a recognised collective or wait. If it is your framework's communication "
                 "call, this is the same-collective picture: check the network and look for "
                 "a slow rank.")
-        return StackReport(verdict=HANG, pattern=None, symptom_id=None,
-                           title=f"All ranks idle at {c.deepest.name if c.deepest else '?'}",
-                           explanation=text, **base)
+        return report(HANG, f"All ranks idle at {c.tip.name if c.tip else '?'}", text)
     units = sorted(((sum(len(ms) for ms, _ in us), sig, us) for sig, us in groups.items()),
                    key=lambda x: -x[0])
     largest = units[0][0]
@@ -318,15 +413,14 @@ def _pattern_b_or_c(classes, div, branches, base) -> StackReport:
              "ranks and shapes.")
     if minority:
         text += f" The odd ones out: {who(minority)}."
-    return StackReport(verdict=HANG, pattern="B", symptom_id=COLLECTIVE_MISMATCH,
-                       title="Ranks wait in different collectives or call sites",
-                       suspect_ranks=ranks_of(minority), explanation=text, **base)
+    return report(HANG, "Ranks wait in different collectives or call sites", text,
+                  pattern="B", symptom_id=COLLECTIVE_MISMATCH, suspect_ranks=ranks_of(minority))
 
 
 def _unit_text(sig: Any, c: StackClass) -> str:
     """Where one unit waits; with the caller's line when several units share a class."""
-    if c.op is not None and c.call_site is not None and len(c.sites) > 1:
-        caller = replace(c.call_site, line=sig[1][c.op_index - 1])
+    if c.op is not None and c.site_index is not None and len(c.sites) > 1:
+        caller = replace(c.call_site, line=sig[1][c.site_index])
         return f"in {c.op.name} called from {where(caller)}"
     return _op_text(c)
 
@@ -351,10 +445,12 @@ def class_json(c: StackClass) -> dict[str, Any]:
         "state": c.state,
         "moving": None if c.state == "unknown" else c.state == "moving",
         "active": compact(r for r in c.active if r >= 0),
+        "idle": compact(r for r in c.idle if r >= 0),
         "op": c.op.name if c.op else None,
         "call_site": _frame_json(c.call_site),
         "teardown": c.teardown,
         "deepest": _frame_json(c.deepest),
+        "tip": _frame_json(c.tip),
         "frames": [_frame_json(f) for f in c.frames],  # signature, root first
     }
 
@@ -372,10 +468,12 @@ def report_json(report: StackReport) -> dict[str, Any]:
         "suspect_ranks": list(report.suspect_ranks),
         "missing_ranks": list(report.missing_ranks),
         "unreadable_pids": list(report.unreadable),
+        "duplicate_ranks": list(report.duplicate_ranks),
         "divergence": _frame_json(report.divergence),
         "branches": [_frame_json(f) for f in report.branches],
         "loop_frame": _frame_json(report.loop_frame),
         "explanation": report.explanation,
+        "notes": list(report.notes),
     }
 
 

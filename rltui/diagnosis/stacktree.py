@@ -8,17 +8,21 @@ the classification (``rltui.diagnosis.stacks``) reads.
 Frame identity is (function, file) with site-packages prefixes trimmed: the same code seen from
 two virtualenvs or two nodes must group together, and a rank spinning in a loop changes its line
 on every sample without changing where it is. Lines are kept for display, and for telling two
-call sites of one function apart.
+call sites of one function apart. Two things that differ between processes running the same code
+are not part of a frame's identity: the address of a native frame py-spy could not name
+(``0x7f3a... (libc.so.6)``, randomised per process) and the count in the marker of a bounded
+deep stack.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Iterable, Sequence
 
 from rltui.model import OK, Frame, ProcessDump, ThreadStack
-from rltui.parsing.pyspy import trim_path
+from rltui.parsing.pyspy import ELIDED, trim_path
 
 # -- recognising collectives and waits -------------------------------------------------------------
 # Matched on the last dotted part of the name: py-spy 0.4 on Python 3.11 prints methods as
@@ -43,8 +47,12 @@ PRIMITIVES = frozenset({
 # threading.Condition.wait, ``get`` is dict.get's namesake, ``send`` a generator method.
 AMBIGUOUS = frozenset({"send", "recv", "wait", "reduce", "gather", "scatter", "get", "get_objects",
                        "synchronize", "_wait", "wait_tensor"})
-_COMM_FILE_HINTS = ("distributed", "c10d", "deepspeed", "megatron", "/comm", "comm.py", "dist.py",
-                    "nccl", "ray/", "pipelin", "p2p", "parallel")
+# Where an ambiguous name is communication. Anywhere in the path:
+_COMM_PATH_HINTS = ("distributed", "c10d", "deepspeed", "megatron", "nccl", "pipelin", "p2p",
+                    "parallel")
+# As a whole directory or file name (``/comm`` alone would match ``common/``, ``ray/`` would
+# match ``xarray/``):
+_COMM_PART_HINTS = ("/comm/", "/ray/", "/comm.py", "/dist.py")
 # Framework-level wrappers around point-to-point traffic: pipeline schedules (torch pipelining,
 # DeepSpeed pipe, Megatron p2p_communication). They name the place, the primitive names the op.
 WRAPPERS = frozenset({
@@ -58,14 +66,29 @@ WRAPPERS = frozenset({
 TEARDOWN = frozenset({"destroy_process_group", "__exit__", "close", "destroy", "shutdown",
                       "cleanup", "teardown", "finalize", "__del__", "_run_exitfuncs", "_exitfunc",
                       "_shutdown", "__aexit__", "terminate"})
+# Collectives a script calls on its way out. Called straight from the entry point (a
+# ``finally:`` in ``main``) while other ranks wait deeper in the loop, they are teardown too.
+CLEANUP_OPS = frozenset({"barrier", "monitored_barrier", "destroy_process_group"})
+# Decorator closures between a collective and its caller (torch's ``_exception_logger``, Ray's
+# ``client_mode_hook``, DeepSpeed's ``timed_op``): not the call site a reader wants to see.
+_WRAPPER_NAMES = frozenset({"wrapper", "inner", "wrapped", "_fn", "_wrapper", "wrap",
+                            "log_wrapper", "wrapper_func", "func_wrapper", "decorated",
+                            "_inner"})
+ENTRY = "<module>"
 
 NONE, WRAPPER, PRIMITIVE = 0, 1, 2  # tiers of a recognised frame
-_KEY = attrgetter("name", "filename", "line", "native")  # a frame's identity, lines included
+_KEY = attrgetter("name", "filename", "line")  # a frame's identity, lines included
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")  # a native frame py-spy found no symbol for
 
 
 def short_name(name: str) -> str:
     """``Trainer.train_step`` -> ``train_step`` (what collective names are matched on)."""
     return name.rpartition(".")[2]
+
+
+def _comm_file(filename: str) -> bool:
+    path = "/" + filename.replace("\\", "/").lower()
+    return any(h in path for h in _COMM_PATH_HINTS) or any(h in path for h in _COMM_PART_HINTS)
 
 
 def comm_tier(frame: Frame) -> int:
@@ -79,18 +102,37 @@ def comm_tier(frame: Frame) -> int:
         return PRIMITIVE
     if name in WRAPPERS:
         return WRAPPER
-    if name in AMBIGUOUS:
-        path = frame.filename.replace("\\", "/").lower()
-        if any(h in path for h in _COMM_FILE_HINTS):
-            return PRIMITIVE
+    if name in AMBIGUOUS and _comm_file(frame.filename):
+        return PRIMITIVE
     return NONE
 
 
-def choose_thread(threads: Sequence[ThreadStack], tiers=None) -> ThreadStack | None:
-    """The thread of interest: the one inside a collective or distributed call, else MainThread.
+def identity(frame: Frame) -> tuple[str, str]:
+    """(name, file) as grouping sees them: an unnamed native frame's address (randomised per
+    process) and the count in an elision marker are not part of where a frame is."""
+    if frame.native and _ADDRESS.fullmatch(frame.name):
+        return "0x?", frame.filename
+    if frame.name == ELIDED:
+        return frame.name, ""
+    return frame.name, frame.filename
 
-    ``tiers`` (frame -> tier) lets the merge reuse its cache; MainThread wins ties because the
-    training loop runs there.
+
+def is_wrapper(frame: Frame) -> bool:
+    """A decorator closure around a collective (skipped when naming the call site)."""
+    if frame.native:
+        return False
+    short = short_name(frame.name)
+    closure = "<locals>" in frame.name
+    return short in _WRAPPER_NAMES and (closure or _comm_file(frame.filename))
+
+
+def choose_thread(threads: Sequence[ThreadStack], tiers=None) -> ThreadStack | None:
+    """The thread of interest: the one inside a collective or distributed call, else MainThread,
+    else the first thread with frames.
+
+    ``tiers`` (frame -> tier) lets a caller reuse its cache; MainThread wins ties because the
+    training loop runs there. A helper thread idle in ``threading``'s waits is never chosen over
+    MainThread for that wait: ``Condition.wait`` is not communication.
     """
     if not threads:
         return None
@@ -110,61 +152,121 @@ def choose_thread(threads: Sequence[ThreadStack], tiers=None) -> ThreadStack | N
 
 # -- interning -------------------------------------------------------------------------------------
 
+def _version(text: str) -> tuple[int, ...]:
+    parts = []
+    for p in text.split(".")[:2]:
+        digits = "".join(ch for ch in p if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def mixed_naming(dumps: Iterable[ProcessDump]) -> bool:
+    """Dumps from Pythons on both sides of 3.11, where py-spy's names for methods changed from
+    ``method`` to ``Class.method``."""
+    old = new = False
+    for text in {d.python_version for d in dumps}:
+        v = _version(text) if text else ()
+        if len(v) == 2:
+            old |= v < (3, 11)
+            new |= v >= (3, 11)
+    return old and new
+
+
 class Interner:
     """Small integer ids for frames, shared by every sample of one classification.
 
     ``kid`` identifies (function, file, line), ``fid`` (function, file). Paths become tuples of
     ints, cheap to hash and compare; one Interner across samples makes ids comparable in time.
+    ``alias``: let ``method`` and ``Class.method`` of one file be one function (dumps from
+    Pythons before and after 3.11 in one job).
     """
 
-    __slots__ = ("_kids", "_fids", "fid_of", "frame_of", "tier_of", "fname", "_trim", "_comm")
+    __slots__ = ("_comm", "_fids", "_kids", "_paths", "_short", "_trim", "alias", "dotted",
+                 "fid_of", "fname", "frame_of", "line_of", "skip", "tier_of")
 
-    def __init__(self) -> None:
-        self._kids: dict[tuple[str, str, int, bool], int] = {}
+    def __init__(self, alias: bool = False) -> None:
+        self.alias = alias
+        self._kids: dict[tuple[str, str, int], int] = {}
         self._fids: dict[tuple[str, str, bool], int] = {}
+        self._short: dict[tuple[str, str], list[int]] = {}  # (short name, file) -> fids
+        self._paths: dict[tuple, tuple[int, ...]] = {}  # frames' keys -> kid path
+        self._trim: dict[str, str] = {}
+        self._comm: dict[int, bool] = {}  # id(kid path) -> has a comm frame
         self.fid_of: list[int] = []  # kid -> fid
+        self.line_of: list[int] = []  # kid -> line
         self.frame_of: list[Frame] = []  # kid -> first frame seen (for display)
         self.tier_of: list[int] = []  # fid -> comm tier
         self.fname: list[str] = []  # fid -> short function name
-        self._trim: dict[str, str] = {}
-        self._comm: dict[tuple[int, ...], bool] = {}
+        self.skip: list[bool] = []  # fid -> a decorator closure (not a call site)
+        self.dotted: list[bool] = []  # fid -> seen with a ``Class.`` qualified name
 
     def kid(self, f: Frame) -> int:
-        key = (f.name, f.filename, f.line, f.native)
+        name, filename = identity(f)
+        key = (name, filename, f.line)
         k = self._kids.get(key)
         if k is None:
-            fn = self._trim.get(f.filename)
-            if fn is None:
-                fn = self._trim[f.filename] = trim_path(f.filename)
-            fkey = (f.name, fn, f.native)
-            fid = self._fids.get(fkey)
-            if fid is None:
-                fid = self._fids[fkey] = len(self.tier_of)
-                self.tier_of.append(comm_tier(f))
-                self.fname.append(short_name(f.name))
+            fid = self._fid(f, name, filename)
             k = self._kids[key] = len(self.fid_of)
             self.fid_of.append(fid)
+            self.line_of.append(f.line)
             self.frame_of.append(f)
         return k
+
+    def _fid(self, f: Frame, name: str, filename: str) -> int:
+        fn = self._trim.get(filename)
+        if fn is None:
+            fn = self._trim[filename] = trim_path(filename)
+        fkey = (name, fn, f.native)
+        fid = self._fids.get(fkey)
+        if fid is not None:
+            return fid
+        short = short_name(name)
+        dotted = "." in name
+        if self.alias and not f.native:
+            same = self._short.setdefault((short, fn), [])
+            if dotted:  # Class.method: the one bare ``method`` of this file not yet claimed
+                match = [x for x in same if not self.dotted[x]]
+            else:  # method: the only Class.method of this file
+                match = [x for x in same if self.dotted[x]]
+            if len(match) == 1:
+                fid = self._fids[fkey] = match[0]
+                self.dotted[fid] |= dotted
+                return fid
+        fid = self._fids[fkey] = len(self.tier_of)
+        if self.alias and not f.native:
+            self._short[(short, fn)].append(fid)
+        self.tier_of.append(comm_tier(f))
+        self.fname.append(short)
+        self.skip.append(is_wrapper(f))
+        self.dotted.append(dotted)
+        return fid
 
     def frame_tier(self, f: Frame) -> int:
         return self.tier_of[self.fid_of[self.kid(f)]]
 
     def path(self, frames: Sequence[Frame]) -> tuple[int, ...]:
-        """Kid path, root first. The lookups run in C (attrgetter, map): a 4,096-rank merge
-        converts ~250k frames, and a Python-level loop per frame would dominate it."""
-        ids = list(map(self._kids.get, map(_KEY, reversed(frames))))
-        if None in ids:
-            ids = [self.kid(f) for f in reversed(frames)]
-        return tuple(ids)
+        """Kid path, root first. A whole stack is looked up at once (one C-level hash of its
+        frames' keys): a 4,096-rank merge converts ~250k frames, and a lookup per frame would
+        dominate it. Stacks seen before (other ranks, other samples) cost no conversion."""
+        key = tuple(map(_KEY, frames))
+        p = self._paths.get(key)
+        if p is None:
+            p = self._paths[key] = tuple([self.kid(f) for f in reversed(frames)])
+        return p
 
     def has_comm(self, path: tuple[int, ...]) -> bool:
-        # Memoised per path: ranks of one class repeat the same path (a C-level hash).
-        hit = self._comm.get(path)
+        # Memoised per path object: ``path`` hands out one tuple per distinct stack.
+        hit = self._comm.get(id(path))
         if hit is None:
             tier, fid = self.tier_of, self.fid_of
-            hit = self._comm[path] = any(tier[fid[k]] for k in path)
+            hit = self._comm[id(path)] = any(tier[fid[k]] for k in path)
         return hit
+
+    def fids(self, path: Sequence[int]) -> tuple[int, ...]:
+        fid = self.fid_of
+        return tuple([fid[k] for k in path])
 
 
 # -- the merged tree -------------------------------------------------------------------------------
@@ -184,12 +286,13 @@ def pids_of(members: Iterable[int]) -> tuple[int, ...]:
 
 @dataclass(slots=True)
 class StackNode:
-    """One frame of the merged tree; ``members`` went through it (ranks, or ``-1 - pid``)."""
+    """One frame of the merged tree; ``members`` went through it (ranks, or ``-1 - pid``).
+    Read-only once built: nodes that the same classes pass through share one set."""
 
     frame: Frame | None  # None for the virtual root
     fid: int
     members: set[int] = field(default_factory=set)
-    children: list["StackNode"] = field(default_factory=list)
+    children: list[StackNode] = field(default_factory=list)
 
     @property
     def ranks(self) -> tuple[int, ...]:
@@ -212,6 +315,12 @@ class StackClass:
     # call sites of one function at different lines share it and are told apart here.
     sites: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = ()
     state: str = "unknown"  # stuck | moving | unknown (one sample)
+    # Index of the frame that called the collective, decorator closures skipped (torch wraps
+    # every collective in ``_exception_logger.<locals>.wrapper``).
+    site_index: int | None = None
+    # The collective is called from the script's entry point (``<module>`` or the function it
+    # calls), e.g. a barrier in ``main``'s ``finally:``.
+    from_entry: bool = False
 
     @property
     def ranks(self) -> tuple[int, ...]:
@@ -230,15 +339,18 @@ class StackClass:
         return self.frames[-1] if self.frames else None
 
     @property
+    def tip(self) -> Frame | None:
+        """The innermost Python frame (``--native`` adds C frames below it), else the deepest."""
+        return next((f for f in reversed(self.frames) if not f.native), self.deepest)
+
+    @property
     def op(self) -> Frame | None:
         return self.frames[self.op_index] if self.op_index is not None else None
 
     @property
     def call_site(self) -> Frame | None:
         """The frame that called the collective (where two code paths differ in pattern B)."""
-        if self.op_index is None or self.op_index == 0:
-            return None
-        return self.frames[self.op_index - 1]
+        return self.frames[self.site_index] if self.site_index is not None else None
 
     @property
     def waiting(self) -> bool:
@@ -255,6 +367,8 @@ class StackTree:
     unreadable: tuple[ProcessDump, ...] = ()  # timeout/denied/error: alive, but no stack
     exited: tuple[int, ...] = ()  # members whose dump says the process died meanwhile
     interner: Interner = field(default_factory=Interner)
+    kpaths: dict[int, tuple[int, ...]] = field(default_factory=dict)  # member -> kid path
+    duplicates: tuple[int, ...] = ()  # members dumped more than once (the last dump counts)
 
     @property
     def members(self) -> tuple[int, ...]:
@@ -277,13 +391,13 @@ def merge(dumps: Sequence[ProcessDump], *, lines: bool = False,
     """Group ``dumps`` (one per process, one moment) into the prefix tree and classes.
 
     ``lines``: group by line too (two calls of one function at different lines split). Later
-    dumps of the same rank replace earlier ones.
+    dumps of the same rank replace earlier ones (``duplicates`` names them).
     """
-    it = interner or Interner()
-    fid_of, tier_of = it.fid_of, it.tier_of
+    it = interner or Interner(alias=mixed_naming(dumps))
     by_member: dict[int, ProcessDump] = {}
     unreadable: list[ProcessDump] = []
     exited: list[int] = []
+    duplicates: set[int] = set()
     for d in dumps:
         if d.status != OK and not d.threads:
             if d.status == "exited":
@@ -291,91 +405,136 @@ def merge(dumps: Sequence[ProcessDump], *, lines: bool = False,
             else:
                 unreadable.append(d)
             continue
-        by_member[member_key(d)] = d
+        m = member_key(d)
+        if m in by_member:
+            duplicates.add(m)
+        by_member[m] = d
 
     # Ranks built from one parse share nothing, but synthetic or replayed dumps often share
     # the very same frames tuple: converting each distinct tuple once keeps 65k ranks linear
-    # in the number of distinct stacks rather than in ranks x depth.
+    # in the number of distinct stacks rather than in ranks x depth. The memo stops itself
+    # when the first ranks share nothing (parsed dumps), where it would only cost.
     seen: dict[int, tuple[tuple[Frame, ...], tuple[int, ...]]] = {}
     groups: dict[tuple[int, ...], list[int]] = {}  # kid path (root first) -> members
-    active_of: dict[int, bool] = {}
-    idle_of: dict[int, bool] = {}
+    status_of: dict[int, str] = {}
     chosen: dict[int, ThreadStack | None] = {}
     thread_name: dict[tuple[int, ...], str] = {}
+    convert = it.path
+    memo = [True, 0]  # in use, hits
 
     def path_of(frames: tuple[Frame, ...]) -> tuple[int, ...]:
+        if not memo[0]:
+            return convert(frames)
         hit = seen.get(id(frames))
         if hit is not None and hit[0] is frames:
+            memo[1] += 1
             return hit[1]
-        p = it.path(frames)
+        p = convert(frames)
         seen[id(frames)] = (frames, p)
+        if len(seen) == 256 and memo[1] == 0:
+            memo[0] = False
+            seen.clear()
         return p
 
+    has_comm = it.has_comm
     for m, d in by_member.items():
-        t, path = _thread_of_interest(d.threads, path_of, it)
+        t, path = _thread_of_interest(d.threads, path_of, has_comm)
         chosen[m] = t
         members = groups.get(path)
         if members is None:
             members = groups[path] = []
             thread_name[path] = t.name if t is not None else ""
         members.append(m)
-        status = t.status if t is not None else "unknown"
-        active_of[m] = status.startswith("active")
-        idle_of[m] = status == "idle"
+        status_of[m] = t.status if t is not None else "unknown"
 
     # Collapse line-level paths into classes.
     classes_by: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
     paths: dict[int, tuple[int, ...]] = {}
+    kpaths: dict[int, tuple[int, ...]] = {}
     for kpath, members in groups.items():
-        fpath = tuple(fid_of[k] for k in kpath)
-        ckey = kpath if lines else fpath
-        classes_by.setdefault(ckey, []).append(kpath)
-        for m in members:
-            paths[m] = fpath
+        fpath = it.fids(kpath)
+        classes_by.setdefault(kpath if lines else fpath, []).append(kpath)
+        paths.update(dict.fromkeys(members, fpath))
+        kpaths.update(dict.fromkeys(members, kpath))
 
-    classes: list[StackClass] = []
-    for ckey, kpaths in classes_by.items():
-        kpaths.sort(key=lambda p: min(groups[p]))
-        first = kpaths[0]
-        fpath = tuple(fid_of[k] for k in first)
-        members = sorted(m for p in kpaths for m in groups[p])
-        op = _op_index(fpath, tier_of)
-        teardown = op is not None and any(it.fname[f] in TEARDOWN for f in fpath[:op + 1])
-        cut = (op + 1) if op is not None else len(first)
-        by_site: dict[tuple[int, ...], list[int]] = {}
-        for p in kpaths:
-            by_site.setdefault(tuple(it.frame_of[k].line for k in p[:cut]), []).extend(groups[p])
-        sites = sorted((site, tuple(sorted(ms))) for site, ms in by_site.items())
-        classes.append(StackClass(
-            members=tuple(members),
-            frames=tuple(it.frame_of[k] for k in first),
-            fids=fpath,
-            thread=thread_name[first],
-            active=tuple(m for m in members if active_of[m]),
-            idle=tuple(m for m in members if idle_of[m]),
-            op_index=op, teardown=teardown, sites=tuple(sites)))
+    classes = [_make_class(kpaths_, groups, thread_name, status_of, it)
+               for kpaths_ in classes_by.values()]
     classes.sort(key=lambda c: (-len(c.members), c.members[0] if c.members else 0))
-
-    return StackTree(root=_build_tree(classes, it), classes=tuple(classes), paths=paths,
+    return StackTree(root=_build_tree(classes), classes=tuple(classes), paths=paths,
                      dumps=by_member, chosen=chosen, unreadable=tuple(unreadable),
-                     exited=tuple(sorted(exited)), interner=it)
+                     exited=tuple(sorted(m for m in set(exited) if m not in by_member)),
+                     interner=it, kpaths=kpaths, duplicates=tuple(sorted(duplicates)))
 
 
-def _thread_of_interest(threads, path_of, it: Interner):
+def _make_class(kpaths: list[tuple[int, ...]], groups, thread_name, status_of,
+                it: Interner) -> StackClass:
+    kpaths.sort(key=lambda p: min(groups[p]))
+    first = kpaths[0]
+    fpath = it.fids(first)
+    members = sorted(m for p in kpaths for m in groups[p])
+    op = _op_index(fpath, it.tier_of)
+    teardown = op is not None and any(it.fname[f] in TEARDOWN for f in fpath[:op + 1])
+    site = from_entry = None
+    if op is not None:
+        site = op - 1
+        while site >= 0 and it.skip[fpath[site]]:
+            site -= 1
+        if site < 0:
+            site = None
+        else:
+            from_entry = _at_entry(fpath, site, it)
+    cut = (op + 1) if op is not None else len(first)
+    line_of = it.line_of
+    by_site: dict[tuple[int, ...], list[int]] = {}
+    for p in kpaths:
+        by_site.setdefault(tuple([line_of[k] for k in p[:cut]]), []).extend(groups[p])
+    sites = sorted((s, tuple(sorted(ms))) for s, ms in by_site.items())
+    return StackClass(
+        members=tuple(members),
+        frames=tuple([it.frame_of[k] for k in first]),
+        fids=fpath,
+        thread=thread_name[first],
+        active=tuple(m for m in members if status_of[m].startswith("active")),
+        idle=tuple(m for m in members if status_of[m] == "idle"),
+        op_index=op, teardown=teardown, sites=tuple(sites), site_index=site,
+        from_entry=bool(from_entry))
+
+
+def _at_entry(fpath: tuple[int, ...], site: int, it: Interner) -> bool:
+    """The frame at ``site`` is ``<module>``, or the function ``<module>`` called (decorator
+    closures such as torch elastic's ``@record`` in between)."""
+    fname, skip = it.fname, it.skip
+    if fname[fpath[site]] == ENTRY:
+        return True
+    i = site - 1
+    while i >= 0 and skip[fpath[i]]:
+        i -= 1
+    return i >= 0 and fname[fpath[i]] == ENTRY
+
+
+def _thread_of_interest(threads, path_of, has_comm):
     """``choose_thread`` on kid paths (computed once per thread, reused for the merge)."""
     if not threads:
         return None, ()
     if len(threads) == 1:
         return threads[0], path_of(threads[0].frames)
-    paths = {}
-    main = next((t for t in threads if t.name == "MainThread"), None)
-    order = ([main] if main is not None else []) + [t for t in threads if t is not main]
-    for t in order:
-        p = paths[id(t)] = path_of(t.frames)
-        if it.has_comm(p):
-            return t, p
-    t = main if main is not None else next((t for t in threads if t.frames), threads[0])
-    return t, paths[id(t)]
+    main = main_path = None
+    for t in threads:
+        if t.name == "MainThread":
+            main = t
+            main_path = path_of(t.frames)
+            if has_comm(main_path):
+                return t, main_path
+            break
+    for t in threads:
+        if t is not main:
+            p = path_of(t.frames)
+            if has_comm(p):
+                return t, p
+    if main is not None:
+        return main, main_path
+    t = next((t for t in threads if t.frames), threads[0])
+    return t, path_of(t.frames)
 
 
 def _op_index(fpath: tuple[int, ...], tier_of: list[int]) -> int | None:
@@ -392,19 +551,93 @@ def _op_index(fpath: tuple[int, ...], tier_of: list[int]) -> int | None:
     return wrapper
 
 
-def _build_tree(classes: Sequence[StackClass], it: Interner) -> StackNode:
-    # Built from the classes, not the ranks: the work is distinct paths x depth, and each
-    # class's member set is added to a node in one C-level set update.
+def _build_tree(classes: Sequence[StackClass]) -> StackNode:
+    # Built from the classes, not the ranks: the work is distinct paths x depth. Each node
+    # records which classes pass through it; its member set is the union of theirs, built once
+    # per distinct combination of classes (a chain of nodes the same classes share shares it).
     root = StackNode(frame=None, fid=-1)
     index: dict[tuple[int, int], StackNode] = {}  # (id(parent), fid) -> child: no child scans
-    for c in classes:
-        root.members.update(c.members)
+    through: dict[int, list[int]] = {id(root): []}
+    nodes = [root]
+    for ci, c in enumerate(classes):
+        through[id(root)].append(ci)
         node = root
-        for frame, fid in zip(c.frames, c.fids):
+        for frame, fid in zip(c.frames, c.fids, strict=True):
             child = index.get((id(node), fid))
             if child is None:
                 child = index[(id(node), fid)] = StackNode(frame=frame, fid=fid)
                 node.children.append(child)
-            child.members.update(c.members)
+                through[id(child)] = []
+                nodes.append(child)
+            through[id(child)].append(ci)
             node = child
+    unions: dict[tuple[int, ...], set[int]] = {}
+    for node in nodes:
+        key = tuple(through[id(node)])
+        members = unions.get(key)
+        if members is None:
+            members = unions[key] = set().union(*(classes[i].members for i in key))
+        node.members = members
     return root
+
+
+# -- comparing samples -----------------------------------------------------------------------------
+
+LOOP_TAIL = 2  # Python frames a loop may call into between samples and still be "the same loop"
+
+
+def same_place(a: tuple[int, ...], b: tuple[int, ...], it: Interner) -> bool:
+    """Two kid paths (one rank, two samples) show it in the same place: the same frames and
+    lines, except that the innermost frame may be on another line (a loop turning), or one
+    sample may be inside a shallow call the other's innermost frame makes (a polling loop seen
+    once in ``while not ready():`` and once inside ``ready``). A call from another line, or
+    two different callees, is progress. C frames below the innermost Python frame (--native)
+    do not count: without --native they would not be there."""
+    if a == b:
+        return True
+    a, b = _python_end(a, it), _python_end(b, it)
+    if a == b:
+        return True
+    fid_of = it.fid_of
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    if i < n and fid_of[a[i]] == fid_of[b[i]]:
+        loop = i  # the same function on another line
+    elif i == n:
+        loop = i - 1  # one path ends where the other goes on
+    else:
+        return False  # different functions below a common frame
+    if loop < 0:
+        return False
+    ta, tb = _python_frames(a[loop + 1:], it), _python_frames(b[loop + 1:], it)
+    return min(ta, tb) == 0 and max(ta, tb) <= LOOP_TAIL
+
+
+def _python_end(path: tuple[int, ...], it: Interner) -> tuple[int, ...]:
+    """``path`` without the C frames below its innermost Python frame."""
+    frame_of = it.frame_of
+    end = len(path)
+    while end > 0 and frame_of[path[end - 1]].native:
+        end -= 1
+    return path[:end] if end else path
+
+
+def _python_frames(path: Sequence[int], it: Interner) -> int:
+    frame_of = it.frame_of
+    return sum(1 for k in path if not frame_of[k].native)
+
+
+def loop_index(paths: Sequence[tuple[int, ...]], it: Interner) -> int:
+    """Index (root first) of the frame a rank loops in across ``paths`` (its samples): the
+    deepest frame every sample shares by function, all frames above it identical."""
+    first = paths[0]
+    fid_of = it.fid_of
+    depth = min(len(p) for p in paths)
+    i = 0
+    while i < depth and all(p[i] == first[i] for p in paths):
+        i += 1
+    if i < depth and all(fid_of[p[i]] == fid_of[first[i]] for p in paths):
+        return i
+    return i - 1

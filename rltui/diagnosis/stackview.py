@@ -24,7 +24,7 @@ from collections.abc import Collection, Iterable, Sequence
 
 from rltui.diagnosis.stacks import (BUSY_LOOP, EMPTY, HANG, PROGRESSING, UNCLEAR, WORKING,
                                     StackReport)
-from rltui.diagnosis.stacktree import StackClass, StackNode
+from rltui.diagnosis.stacktree import StackClass, StackNode, identity
 from rltui.model import Frame
 from rltui.parsing.pyspy import trim_path
 from rltui.rankset import compact
@@ -54,7 +54,8 @@ def _trimmed(filename: str) -> str:
 
 def frame_id(frame: Frame) -> tuple[str, str, bool]:
     """What makes two frames the same place: function and trimmed file (as the merge groups)."""
-    return frame.name, _trimmed(frame.filename), frame.native
+    name, filename = identity(frame)
+    return name, _trimmed(filename), frame.native
 
 
 def short_file(filename: str) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import replace
@@ -30,27 +31,9 @@ _PROCESS = re.compile(r"^Process (\d+):(?: (.*))?$")
 _PYTHON = re.compile(r"^Python v(\S+)(?: \((.*)\))?$")
 # py-spy 0.4 prints the OS thread id in decimal; older releases printed the pthread id in hex
 _THREAD = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+) \(([^)]*)\)(?:: "(.*)")?$')
-# the file may itself hold colons or parentheses (``<frozen runpy>:88``), so the line number is
-# only the trailing ``:digits`` before the closing parenthesis
-_FRAME = re.compile(r"^ {4}(\S.*?) \((.*?)(?::(\d+))?\)$")
 _STATUSES = {"idle", "active", "active+gil", "idle+gil"}
 _RANK = re.compile(r"(?<![a-z])rank[-_]?(\d{1,6})(?!\d)")
 _PKG_DIRS = ("site-packages/", "dist-packages/")
-
-# Calls a rank blocks in while it waits for its peers; compared with the last dotted part of the
-# frame name because py-spy prints methods as ``Class.method`` on 3.11+ and bare before.
-COLLECTIVE_CALLS = frozenset({
-    "all_reduce", "all_gather", "all_gather_into_tensor", "all_to_all", "all_to_all_single",
-    "reduce_scatter", "reduce_scatter_tensor", "reduce", "broadcast", "scatter", "gather",
-    "barrier", "monitored_barrier", "send", "recv", "isend", "irecv", "wait",
-    "all_gather_object", "gather_object", "scatter_object_list", "broadcast_object_list",
-    "send_object_list", "recv_object_list", "destroy_process_group", "_shape_inference",
-})
-# Generic names (``wait``, ``recv``, ``send``) also name stdlib calls every idle helper thread
-# sits in; a frame from these files does not make a thread interesting on its own.
-_STDLIB_WAITS = ("threading.py", "queue.py", "selectors.py", "socket.py", "socketserver.py",
-                 "asyncio/", "concurrent/futures/", "multiprocessing/", "subprocess.py")
-
 
 class DumpParseError(ValueError):
     """The input holds no py-spy dump; the message says why (and names the source)."""
@@ -106,11 +89,52 @@ class _FrameSink:
         return (*self.inner, marker, *self.outer)
 
 
+# Function and file names repeat across threads, ranks and samples: one string object per
+# distinct name keeps thousands of dumps small, and comparing or hashing their frames cheap.
+_intern = sys.intern
+
+
 def _status(active: bool, gil: bool) -> str:
     return ("active" if active else "idle") + ("+gil" if gil else "")
 
 
 # -- text ------------------------------------------------------------------------------------------
+
+def _split_frame(line: str) -> tuple[str, str, int] | None:
+    """``    name (file:line)`` -> (name, file, line); None for any other line.
+
+    The file is the last parenthesised group: a --native C++ name may hold parentheses of its
+    own (``{lambda(c10d::Work*)#1}::_FUN (libtorch_python.so)``). The file may hold colons or
+    parentheses too (``<frozen runpy>:88``, ``C:\\Program Files (x86)\\x.py:3``), so its
+    group is found by balancing parentheses from the end, and the line number is only the
+    trailing ``:digits``.
+    """
+    if len(line) < 8 or not line.startswith("    ") or line[4] == " " or line[-1] != ")":
+        return None
+    at = line.rfind(" (", 5)
+    if at < 0:
+        return None
+    tail = line[at + 2:-1]
+    if "(" in tail or ")" in tail:
+        depth, at = 0, -1
+        for i in range(len(line) - 1, 4, -1):
+            ch = line[i]
+            if ch == ")":
+                depth += 1
+            elif ch == "(":
+                depth -= 1
+                if depth == 0:
+                    at = i - 1 if line[i - 1] == " " else -1
+                    break
+        if at < 5:
+            return None
+        tail = line[at + 2:-1]
+    name = line[4:at]
+    file, colon, num = tail.rpartition(":")
+    if colon and num.isdigit():
+        return name, file, int(num)
+    return name, tail, 0
+
 
 class _TextDump:
     __slots__ = ("command", "expect_cmd", "pid", "python", "sink", "thread", "threads")
@@ -168,10 +192,11 @@ def _parse_text(text: str, source: str) -> tuple[list[ProcessDump], list[str]]:
             cur.sink = _FrameSink()
             continue
         if cur is not None and cur.sink is not None:
-            m = _FRAME.match(line)
-            if m and not last:
-                name, filename, num = m.group(1), m.group(2), int(m.group(3) or 0)
-                cur.sink.add(Frame(name, filename, num, native=_is_native(filename)))
+            frame = _split_frame(line)
+            if frame is not None and not last:
+                name, filename, num = frame
+                filename = _intern(filename)
+                cur.sink.add(Frame(_intern(name), filename, num, native=_is_native(filename)))
                 continue
             if line.startswith("        ") or not line.strip():
                 continue  # --locals blocks (indent 8+) and blank lines
@@ -274,7 +299,8 @@ def _json_frame(raw: object) -> Frame | None:
     line = raw.get("line")
     line = line if isinstance(line, int) and not isinstance(line, bool) and line > 0 else 0
     module = raw.get("module") if isinstance(raw.get("module"), str) else ""
-    return Frame(name, filename, line, module, native=_is_native(filename))
+    return Frame(_intern(name), _intern(filename), line, _intern(module),
+                 native=_is_native(filename))
 
 
 def _json_threads(values: Iterable, source: str, pid: int | None,
@@ -408,32 +434,3 @@ def _folder_checks(dumps: list[ProcessDump], nfiles: int) -> list[str]:
         out.append(f"dumps come from different Python versions ({', '.join(versions)}); "
                    f"frame names may differ between them (3.11+ prints Class.method)")
     return out
-
-
-# -- which thread matters --------------------------------------------------------------------------
-
-def _waits_in_collective(thread: ThreadStack) -> bool:
-    for f in thread.frames:
-        leaf = f.name.rsplit(".", 1)[-1]
-        path = trim_path(f.filename)
-        if leaf in ("get", "wait") and ("ray/" in path or f.module.startswith("ray")):
-            return True
-        if leaf in COLLECTIVE_CALLS and not path.endswith(_STDLIB_WAITS) \
-                and not any(s in path for s in _STDLIB_WAITS if s.endswith("/")):
-            return True
-    return False
-
-
-def thread_of_interest(dump: ProcessDump) -> ThreadStack | None:
-    """The thread blocked in a collective / torch.distributed / ray wait (MainThread first when
-    several are), else MainThread, else the first thread; None when the dump has none."""
-    if not dump.threads:
-        return None
-    waiting = [t for t in dump.threads if _waits_in_collective(t)]
-    for pool in (waiting, dump.threads):
-        for t in pool:
-            if t.name == "MainThread":
-                return t
-        if pool is waiting and waiting:
-            return waiting[0]
-    return dump.threads[0]

@@ -1,11 +1,13 @@
 """Cost of merging and classifying stacks across many ranks (targets: 4,096 ranks x 60 frames in
-at most 200 ms; 65,536 synthetic ranks in at most 3 s).
+at most 200 ms, one sample or two; 65,536 synthetic ranks in at most 3 s).
 
-The 4,096-rank case builds fresh Frame objects for every rank, as parsing one dump per rank
-does; the 65,536-rank case shares frame tuples between ranks, as a synthetic or replayed job
-does. Both have a few distinct paths (pattern A: loop waiters and ranks in cleanup); the
-two-sample runs add the moving/stuck comparison. The cost is linear in ranks x depth (each
-frame is one C-level dict lookup); frames tuples shared between ranks are converted once. Run:
+The 4,096-rank cases build fresh Frame objects (and strings) for every rank, as parsing one dump
+per rank does; the 65,536-rank synthetic case shares frame tuples between ranks, as a synthetic
+or replayed job does. All have a few distinct paths (pattern A: loop waiters and ranks in
+cleanup); the two-sample runs add the moving/stuck comparison. The cost is linear in ranks x
+depth: each stack is looked up whole (one C-level hash of its frames' keys), so a stack seen
+before, on another rank or in another sample, costs no per-frame conversion; frames tuples shared
+between ranks are not even hashed. Run:
 ``python -m pytest tests/benchmarks/test_stacks_merge.py --benchmark-only``
 """
 
@@ -79,7 +81,7 @@ def test_merge_classify_4096_ranks_60_frames(benchmark, ranks):
 
 @pytest.mark.parametrize("ranks", [4096])
 def test_merge_classify_4096_ranks_two_samples(benchmark, ranks):
-    """Two successive dumps (moving/stuck): twice the frames, so about twice the time."""
+    """Two successive dumps (moving/stuck), the target too: twice the frames to read."""
     report = benchmark(_run, [_fresh(ranks), _fresh(ranks)])
     assert report.classes[0].state == "stuck"
 

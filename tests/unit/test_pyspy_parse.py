@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rltui.diagnosis.stacktree import choose_thread
 from rltui.model import ERROR, Frame, ProcessDump, ThreadStack
 from rltui.parsing.pyspy import (ELIDED, KEEP_INNER, KEEP_OUTER, DumpParseError, frame_key,
                                  parse_any, parse_json, parse_text, rank_from_filename,
-                                 read_folder_entries, thread_of_interest)
+                                 read_folder_entries)
 
 STACKS = Path(__file__).resolve().parents[2] / "fixtures" / "stacks"
 
@@ -51,7 +53,7 @@ def test_scenario_folders(scenario):
         names = main_names(d)
         assert names[:len(expected[d.rank])] == expected[d.rank]
         assert names[-2:] == ["_run_code", "_run_module_as_main"]
-        main = thread_of_interest(d)
+        main = choose_thread(d.threads)
         assert main is not None and main.name == "MainThread" and main.status == "idle"
         assert not main.active
         # both formats give the same short file names and lines
@@ -83,7 +85,7 @@ def test_native_frames(name):
         ("recv", "libc.so.6", 0, True)
     assert frames[1].native and frames[1].filename == "socketmodule.c" and frames[1].line == 921
     assert frames[-1].native and frames[-1].line == 0  # an address with no symbol
-    assert thread_of_interest(dumps[0]).name == "MainThread"
+    assert choose_thread(dumps[0].threads).name == "MainThread"
     assert "_run_code" in [f.name for f in frames] and not frames[-2].native
 
 
@@ -109,7 +111,7 @@ def test_threads_idle_nameless_and_deep(name):
     assert deep[-1].name == "Thread._bootstrap"
     assert deep[2].name == "recurse"
     # nobody waits in a collective; Event.wait in threading.py does not count
-    assert thread_of_interest(dumps[0]).name == "MainThread"
+    assert choose_thread(dumps[0].threads).name == "MainThread"
 
 
 def test_thread_id_decimal_and_hex():
@@ -179,9 +181,10 @@ def test_truncated_json_recovers_whole_threads():
 
 
 def test_header_without_threads_is_a_partial_dump():
-    dumps, problems = read_folder_entries([("rank4.txt", "Process 5: python\nPython v3.11.2 (p)\n")])
+    header = "Process 5: python\nPython v3.11.2 (p)\n"
+    dumps, problems = read_folder_entries([("rank4.txt", header)])
     assert dumps[0].rank == 4 and dumps[0].status == ERROR and dumps[0].threads == ()
-    assert thread_of_interest(dumps[0]) is None
+    assert choose_thread(dumps[0].threads) is None
     assert problems == ["rank4.txt: pid 5: the dump holds no threads (cut short?)"]
 
 
@@ -274,9 +277,20 @@ def _thread(name, *frames):
       _thread("b", ("get", "ray/_private/worker.py"), ("run", "driver.py"))], "b"),
     ([_thread("a", ("recv", "socket.py")), _thread("b", ("loop", "x.py"))], "a"),  # first thread
     ([_thread("x", ("loop", "x.py")), _thread("MainThread", ("sleep", "x.py"))], "MainThread"),
+    # stdlib waits with communication-like names are not collectives
+    ([_thread("MainThread", ("step", "train.py")), _thread("loader", ("Queue.get", "queue.py")),
+      _thread("pin", ("recv", "multiprocessing/connection.py"))], "MainThread"),
+    # "common/" is not "comm/", "xarray/" is not "ray/"
+    ([_thread("MainThread", ("loop", "x.py")), _thread("c", ("get", "app/common/cache.py")),
+      _thread("d", ("wait", "xarray/core/computation.py"))], "MainThread"),
+    ([_thread("MainThread", ("loop", "x.py")), _thread("c", ("wait", "deepspeed/comm/torch.py"))],
+     "c"),
 ])
 def test_thread_of_interest(threads, expected):
-    assert thread_of_interest(ProcessDump(1, threads=tuple(threads))).name == expected
+    """The merge's thread choice: the thread inside a collective (MainThread first), else
+    MainThread, else the first thread with frames."""
+    assert choose_thread(ProcessDump(1, threads=tuple(threads)).threads).name == expected
+
 
 
 @settings(max_examples=300, deadline=None)
@@ -304,7 +318,7 @@ def test_parse_any_never_raises_on_dump_like_text(pieces):
     dumps, problems = parse_any(text, "x")
     assert dumps or problems
     for d in dumps:
-        thread_of_interest(d)
+        choose_thread(d.threads)
         for t in d.threads:
             assert all(isinstance(f.line, int) and f.line >= 0 for f in t.frames)
     read_folder_entries([("rank1.txt", text), ("rank1.json", text)])
@@ -313,3 +327,63 @@ def test_parse_any_never_raises_on_dump_like_text(pieces):
 def test_deeply_nested_json_is_a_problem_not_a_crash():
     dumps, problems = parse_any("[" * 100_000, "deep.json")
     assert dumps == [] and problems and problems[0].startswith("deep.json: ")
+
+
+@pytest.mark.parametrize("line, frame", [
+    ("    all_reduce (torch/distributed/distributed_c10d.py:3252)",
+     ("all_reduce", "torch/distributed/distributed_c10d.py", 3252)),
+    ("    _run_code (<frozen runpy>:88)", ("_run_code", "<frozen runpy>", 88)),
+    ("    recv (libc.so.6)", ("recv", "libc.so.6", 0)),
+    # --native C++ names hold parentheses of their own; the file is the last group
+    ("    c10d::Work::wait(std::chrono::duration<long>) (libtorch_cpu.so)",
+     ("c10d::Work::wait(std::chrono::duration<long>)", "libtorch_cpu.so", 0)),
+    ("    {lambda(c10d::Work*)#1}::_FUN (libtorch_python.so)",
+     ("{lambda(c10d::Work*)#1}::_FUN", "libtorch_python.so", 0)),
+    ("    (anonymous namespace)::run (libx.so:12)", ("(anonymous namespace)::run", "libx.so", 12)),
+    # ...and so may the file
+    ("    f (C:\\Program Files (x86)\\x.py:3)", ("f", "C:\\Program Files (x86)\\x.py", 3)),
+    ("    g (a:b:c:)", ("g", "a:b:c:", 0)),
+])
+def test_text_frame_lines(line, frame):
+    text = f'Process 1: p\nPython v3.11.0 (p)\n\nThread 1 (idle): "MainThread"\n{line}\n'
+    (d,) = parse_text(text)
+    (f,) = d.threads[0].frames
+    assert (f.name, f.filename, f.line) == frame
+
+
+def test_native_text_and_json_parse_alike():
+    """Real --native dumps of two gloo ranks waiting in all_reduce: text and JSON give the
+    same frames, addresses py-spy could not name aside (they differ per process)."""
+    (text,) = parse_text((STACKS / "torch-gloo/native/rank0.txt").read_text())
+    (js,) = parse_json((STACKS / "torch-gloo/native/rank1.json").read_text())
+    a, b = (d.threads[0].frames for d in (text, js))
+    assert len(a) == len(b) == 14
+    for x, y in zip(a, b, strict=True):
+        assert x.native == y.native
+        if not x.name.startswith("0x"):
+            assert (x.name, x.filename, x.line) == (y.name, y.filename, y.line)
+    assert a[4].name.endswith("::{lambda(pybind11::detail::function_call&)#1}::_FUN")
+
+
+def test_parsed_names_are_shared_strings():
+    """Names repeat across ranks and samples; the parser keeps one string per distinct name."""
+    text = (STACKS / "stall/rank0.txt").read_text()
+    a, b = parse_text(text)[0], parse_text(text)[0]
+    for x, y in zip(a.threads[0].frames, b.threads[0].frames, strict=True):
+        assert x.name is y.name and x.filename is y.filename
+
+
+def test_zero_processes():
+    for text in ("[]", "[]\n[]\n"):
+        dumps, problems = parse_any(text, "z.json")
+        assert dumps == [] and problems == ["z.json: a py-spy --json dump with no threads in it"]
+    assert parse_json("[]", "z.json", pid=7)[0].status == ERROR  # known pid, no threads
+
+
+def test_very_deep_json_stack_is_bounded():
+    frame = {"name": "recurse", "filename": "r.py", "short_filename": "r.py", "line": 3}
+    data = [{"pid": 4, "thread_id": 1, "thread_name": "MainThread", "active": False,
+             "owns_gil": False, "frames": [frame] * 50_000}]
+    (d,) = parse_json(json.dumps(data))
+    frames = d.threads[0].frames
+    assert len(frames) == KEEP_INNER + 1 + KEEP_OUTER and frames[KEEP_INNER].name == ELIDED

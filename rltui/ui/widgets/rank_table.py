@@ -82,7 +82,7 @@ class RankPane(TablePane):
         if report is None or found is None:
             return Cell(NOT_YET, dim)
         label, c = found
-        where = c.op or c.deepest
+        where = c.op or c.tip or c.deepest  # tip: the innermost Python frame
         text = f"{label} {short_name(where.name)}" if where is not None else label
         if report.hang and member in report.suspect_ranks:
             return Cell(text, pal.bad)
