@@ -307,10 +307,11 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             monitor.tracker.now_source = f"--now {args.now}"
         now = now if now is not None else time.time()
         result = monitor.evaluate(now)
-        notes, mode, now_source = [], "live", "--now" if args.now else "clock"
+        notes, mode, now_source = [], bundle.mode, "--now" if args.now else "clock"
     if saved is not None:
         from rltui.sources.dumpfolder import folder_reading
         dumps, problems = saved
+        monitor.tracker.clear_stacks()  # a recording's own rounds are not samples of these
         monitor.ingest(folder_reading(args.stacks, dumps, clock=lambda: now))
         result = monitor.evaluate(now)
         notes += [f"--stacks: {p}" for p in problems]

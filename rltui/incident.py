@@ -143,7 +143,7 @@ def build(inputs: ReportInputs) -> dict[str, Any]:
         "job": snap.job,
         "snapshot_time": snap.timestamp,
         "verdict": diag.verdict,
-        "symptoms": [to_data(s) for s in diag.symptoms],
+        "symptoms": [_scrubbed(s) for s in diag.symptoms],
         "stacks": report_json(stacks) if stacks is not None else None,
         "class_stacks": _class_stacks(stacks) if stacks is not None else [],
         "ranks": _ranks(snap, labels),
@@ -155,8 +155,15 @@ def build(inputs: ReportInputs) -> dict[str, Any]:
         "debug_env": _debug_env(snap),
         "sources": [to_data(s) for s in snap.sources],
         "commands": list(inputs.commands),
-        "notes": list(diag.notes),
+        "notes": [scrub_text(n) for n in diag.notes],
     }
+
+
+def _scrubbed(symptom) -> dict[str, Any]:
+    """A symptom for a ticket: evidence quotes log lines, which may hold secrets."""
+    data = to_data(symptom)
+    data["evidence"] = [scrub_text(e) for e in data["evidence"]]
+    return data
 
 
 def _rank_of_log(snap: NodeSnapshot, path: str) -> int | None:
@@ -169,7 +176,7 @@ def stack_commands(snap: NodeSnapshot, limit: int = 64) -> list[str]:
         return []
     poll = snap.stacks[-1]
     if "{pid}" not in poll.command:
-        return [poll.command] if poll.command else []
+        return []  # saved dumps: rltui ran no py-spy
     out = [poll.command.format(pid=d.pid) for d in poll.dumps[:limit]]
     if len(poll.dumps) > limit:
         out.append(f"# ... and {len(poll.dumps) - limit} more processes")

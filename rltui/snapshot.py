@@ -66,8 +66,14 @@ class Tracker:
         elif reading.source == "stacks":
             # A failed round (py-spy missing, ptrace denied) keeps the earlier samples: the
             # header says why no new ones come, the last good stacks stay readable.
-            if isinstance(reading.payload, StackPoll) and reading.payload.dumps:
-                self._stacks.append(reading.payload)
+            poll = reading.payload
+            if isinstance(poll, StackPoll) and poll.dumps:
+                # The same round can arrive twice (a periodic poll that joined a `d` round).
+                if not self._stacks or self._stacks[-1] is not poll:
+                    self._stacks.append(poll)
+            elif isinstance(poll, StackPoll) and reading.status == model.OK:
+                # A good round with nothing to dump: the job is gone, its stacks are history.
+                self._stacks.clear()
         else:
             # Sources added by later issues are kept for their own folds.
             self._extra[reading.source] = reading
@@ -88,6 +94,10 @@ class Tracker:
         for pid, seen in self._seen.items():
             if pid not in present and seen.gone_since is None:
                 seen.gone_since = now
+
+    def clear_stacks(self) -> None:
+        """Forget the stack rounds (before reading saved dumps that replace them)."""
+        self._stacks.clear()
 
     def extra(self, source: str) -> Reading | None:
         return self._extra.get(source)

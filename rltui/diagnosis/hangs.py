@@ -21,6 +21,7 @@ from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import NodeSnapshot, StackPoll, Symptom
 
 _memo: tuple[tuple, StackReport, tuple] | None = None
+_state_memo: tuple[NodeSnapshot, bool | None] | None = None
 
 
 def steps_state(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
@@ -52,16 +53,25 @@ def stack_report(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
                  th: Thresholds | None = None) -> StackReport | None:
     """The hang report of the snapshot's stack rounds; None when there are none."""
     global _memo
+    global _state_memo
     if not snap.stacks:
         return None
     th = th or Thresholds()
     missing = tuple(sorted({d.rank for d in snap.departed if d.rank is not None}))
-    stalled = steps_state(snap, history, th)
-    key = (tuple(id(p) for p in snap.stacks), missing, stalled)
+    # The rule and Monitor.stacks ask about the same snapshot: read the logs once.
+    if _state_memo is not None and _state_memo[0] is snap:
+        stalled = _state_memo[1]
+    else:
+        stalled = steps_state(snap, history, th)
+        _state_memo = (snap, stalled)
+    gone = frozenset(d.pid for d in snap.departed if d.pid)
+    key = (tuple(id(p) for p in snap.stacks), missing, stalled, gone, th.stack_sample_gap_s)
     if _memo is not None and _memo[0] == key:
         return _memo[1]
-    report = classify([p.dumps for p in samples(snap.stacks, th.stack_sample_gap_s)],
-                      missing_ranks=missing, steps_stalled=stalled)
+    # A process that exited after its last dump is missing now, not waiting where it was.
+    rounds = [p.dumps if p.trigger == "saved" else [d for d in p.dumps if d.pid not in gone]
+              for p in samples(snap.stacks, th.stack_sample_gap_s)]
+    report = classify(rounds, missing_ranks=missing, steps_stalled=stalled)
     # The memo holds the rounds themselves too, so none of the ids in the key can be reused
     # by a new object while it stands.
     _memo = (key, report, snap.stacks)

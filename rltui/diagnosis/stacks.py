@@ -63,6 +63,7 @@ class StackReport:
     tree: StackTree | None = None
     duplicate_ranks: tuple[int, ...] = ()  # dumped twice in the latest sample (last one kept)
     notes: tuple[str, ...] = ()  # what limits the reading (unreadable, duplicate, mixed dumps)
+    other_pids: tuple[int, ...] = ()  # processes without a rank, left out beside ranked ones
 
     @property
     def hang(self) -> bool:
@@ -124,6 +125,7 @@ def classify(samples: Sequence[Sequence[ProcessDump]] | Sequence[ProcessDump],
     """
     if samples and isinstance(samples[0], ProcessDump):
         samples = [samples]  # type: ignore[list-item]
+    samples, others = _ranked_only(samples)  # type: ignore[arg-type]
     it = Interner(alias=mixed_naming(d for s in samples for d in s))  # type: ignore[union-attr]
     trees = [merge(s, lines=lines, interner=it) for s in samples]  # type: ignore[arg-type]
     if not trees:
@@ -140,10 +142,14 @@ def classify(samples: Sequence[Sequence[ProcessDump]] | Sequence[ProcessDump],
     memo: dict[tuple[int, int], bool] = {}
     classes = _with_teardown(tuple(_with_state(c, trees, it, memo) for c in tree.classes))
     notes = _notes(tree, it)
+    if others:
+        shown = ", ".join(map(str, others[:8])) + (", ..." if len(others) > 8 else "")
+        notes += (f"{len(others)} process(es) without a rank (pid {shown}: a launcher, a Ray "
+                  "driver or a helper) are left out of the comparison.",)
     base: dict[str, Any] = {
         "classes": classes, "missing_ranks": tuple(sorted(missing)), "samples": len(trees),
         "unreadable": tuple(sorted(d.pid for d in tree.unreadable)), "tree": tree,
-        "duplicate_ranks": ranks_of(tree.duplicates), "notes": notes}
+        "duplicate_ranks": ranks_of(tree.duplicates), "notes": notes, "other_pids": others}
 
     def report(verdict, title, text, pattern=None, symptom_id=None, **more) -> StackReport:
         if notes:
@@ -263,6 +269,18 @@ def _with_teardown(classes: tuple[StackClass, ...]) -> tuple[StackClass, ...]:
     return tuple(replace(c, teardown=True) if (not c.teardown and c.from_entry and c.op
                                                and short_name(c.op.name) in CLEANUP_OPS)
                  else c for c in classes)
+
+
+def _ranked_only(samples: Sequence[Sequence[ProcessDump]]
+                 ) -> tuple[list[Sequence[ProcessDump]], tuple[int, ...]]:
+    """Beside ranked processes, drop the ones without a rank: torchrun's launcher idles in its
+    monitor loop and a Ray driver in ray.get; compared with the ranks they would turn every
+    same-collective hang into a mismatch. With no rank anywhere (a folder of dumps named by
+    pid), every process is kept."""
+    if not any(d.rank is not None for sample in samples for d in sample):
+        return list(samples), ()
+    others = sorted({d.pid for sample in samples for d in sample if d.rank is None})
+    return [[d for d in sample if d.rank is not None] for sample in samples], tuple(others)
 
 
 def _notes(tree: StackTree, it: Interner) -> tuple[str, ...]:
@@ -474,6 +492,7 @@ def report_json(report: StackReport) -> dict[str, Any]:
         "loop_frame": _frame_json(report.loop_frame),
         "explanation": report.explanation,
         "notes": list(report.notes),
+        "other_pids": list(report.other_pids),
     }
 
 

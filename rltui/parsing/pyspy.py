@@ -421,7 +421,7 @@ def _folder_checks(dumps: list[ProcessDump], nfiles: int) -> list[str]:
     for rank, sources in seen.items():
         if len(sources) > 1:
             out.append(f"rank {rank} appears {len(sources)} times ({', '.join(sources)}); "
-                       f"all are kept")
+                       f"the last one is compared")
     pids: dict[int, list[str]] = {}
     for d in dumps:
         if d.pid:

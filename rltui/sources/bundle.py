@@ -78,15 +78,15 @@ class RememberProcs:
     def poll(self) -> Reading:
         try:
             reading = self.source.poll()
+            procs = getattr(reading.payload, "procs", ())
+            with self._lock:
+                self._current = tuple(p for p in procs if not p.is_zombie)
+                for p in procs:
+                    for path in (p.stdout_path, p.stderr_path):
+                        if path:
+                            self._files[path] = (p.rank, p.pid)
         finally:
-            self._first.set()
-        procs = getattr(reading.payload, "procs", ())
-        with self._lock:
-            self._current = tuple(p for p in procs if not p.is_zombie)
-            for p in procs:
-                for path in (p.stdout_path, p.stderr_path):
-                    if path:
-                        self._files[path] = (p.rank, p.pid)
+            self._first.set()  # after _current is set: a waiting stack round reads it next
         return reading
 
     def current(self, wait: float = 5.0) -> tuple:

@@ -10,7 +10,8 @@ can be torn when a thread moves during the read. An on-demand round (``dump_now`
 pressed a key) leaves it out: py-spy stops the threads of one process for as long as it reads
 them, so each process comes back as one consistent cut. The pause is the dump itself and no
 longer: py-spy detaches when it is done, and when the per-process timeout kills it, the kernel
-detaches it. py-spy cannot read native frames without pausing, so ``--native`` goes to blocking
+detaches it (and a stop it left queued is undone with SIGCONT, see ``_resume_if_stopped``).
+py-spy cannot read native frames without pausing, so ``--native`` goes to blocking
 rounds only.
 
 One round at a time. A call made while a round is in flight starts no second one: ``poll``
@@ -28,6 +29,7 @@ during its dump, which is news about the job rather than a failure to dump it).
 from __future__ import annotations
 
 import os
+import signal
 import re
 import selectors
 import shutil
@@ -203,6 +205,11 @@ class StackSource:
         if target.is_zombie:  # the process source saw it exit; py-spy has nothing to read
             return done(EXITED, "the process had already exited")
         argv = [exe, *(str(pid) if a == "{pid}" else a for a in args)]
+        # A blocking py-spy stops the target while it reads. Killed at the wrong moment (just
+        # after attaching), the stop it queued can outlive it and leave the job stopped; note
+        # whether the job was stopped before, to undo only a stop this dump caused.
+        blocking = "--nonblocking" not in args
+        stopped_before = blocking and _stopped(pid)
         try:
             child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE,
@@ -224,6 +231,8 @@ class StackSource:
             child.stderr.close()
             with self._lock:
                 self._children.discard(child)
+            if blocking and rc != 0 and not stopped_before:
+                _resume_if_stopped(pid)
         if cut == "timeout":
             return done(TIMEOUT, f"py-spy took longer than {self._settings.timeout:g} s and "
                                  f"was stopped")
@@ -333,6 +342,28 @@ def _result(future: Future, target: ProcInfo) -> ProcessDump:
     except CancelledError:  # close() dropped it before it started
         return ProcessDump(pid=target.pid, rank=target.rank, source="live", status=ERROR,
                            message=CLOSING)
+
+
+def _stopped(pid: int) -> bool:
+    """The process is in job-control stop (state ``T``; ``t``, a tracing stop, ends with the
+    tracer)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    # The command name is in parentheses and may hold spaces: the state follows the last ')'.
+    return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] == b"T"
+
+
+def _resume_if_stopped(pid: int) -> None:
+    """Undo a stop left behind by a py-spy that died mid-attach (the only signal rltui sends,
+    and only to a process its own dump stopped)."""
+    if _stopped(pid):
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except OSError:
+            pass
 
 
 def _kill(child: subprocess.Popen) -> None:

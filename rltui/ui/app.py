@@ -116,6 +116,8 @@ class RltuiApp(App[int]):
         self.report_folder: Callable[[float], str] = lambda now: default_folder(
             self.bundle.host, now)  # a test points this into its tmp_path
         self.reports_written: list[tuple[Path, Path]] = []
+        # How a report reaches the disk; set by build_app (the app itself does no file I/O).
+        self.report_writer: Callable[[str, dict], tuple[Path, Path]] | None = None
         player = bundle.player
         self.intervals = player.scenario.intervals() if player else bundle.intervals()
         self.theme = settings.theme if settings.theme in self.themes else "dark"
@@ -404,8 +406,11 @@ class RltuiApp(App[int]):
             commands=list(self.commands) + incident.stack_commands(view.snapshot),
             mode=self.bundle.mode, generated_at=self.clock()))
         folder = self.report_folder(self.clock())
+        if self.report_writer is None:
+            self.notify("Reports cannot be written in this mode.", severity="warning")
+            return
         try:
-            written = incident.write_report(folder, doc)
+            written = self.report_writer(folder, doc)
         except OSError as exc:
             self.notify(f"Report not written to {folder}: {exc.strerror or exc}",
                         severity="error", timeout=15)
@@ -497,8 +502,10 @@ def build_app(bundle: Bundle, settings: Settings, config_path: str | Path | None
               commands: Sequence[str] = ()) -> RltuiApp:
     """The one way to build the app, for the CLI and for tests alike. ``commands``: how rltui
     was started (redacted), quoted in incident reports."""
+    from rltui.incident import write_report
     from rltui.sources.sourcelines import read_source
 
     app = RltuiApp(bundle, settings, config_path, commands)
     app.source_lines = read_source  # the compare screen shows source lines through this
+    app.report_writer = write_report
     return app

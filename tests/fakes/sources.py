@@ -84,7 +84,7 @@ class FakeStackSource:
         now = time.time()
         if self.failure is not None:
             status, message, remedy = self.failure
-            return Reading("stacks", now, status, StackPoll(trigger=trigger), message, remedy)
+            return Reading("stacks", now, status, None, message, remedy)  # as the real one
         return Reading("stacks", now, OK, StackPoll(
             dumps=self.dumps, started=now, finished=now, trigger=trigger,
             nonblocking=trigger == "periodic", command="py-spy dump --pid {pid} --json"))

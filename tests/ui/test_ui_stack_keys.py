@@ -120,3 +120,31 @@ async def test_s_opens_the_compare_screen_and_it_follows_new_rounds(replay_app):
         assert app.screen is app.main_screen
         assert [c for c in stack_cells(app)] == ["#1 recv_object_list", "#1 recv_object_list",
                                                  "#2 destroy_process_group"]
+
+
+async def test_the_compare_screen_follows_new_rounds_while_open(tmp_path):
+    from rltui.ui.screens.stacks import StacksScreen
+    stacks = FakeStackSource("collective-mismatch")
+    app = make(tmp_path, stacks)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await app.wait_for_evaluation(after=0)
+
+        async def dump() -> None:
+            await pilot.press("d")
+            await app.workers.wait_for_complete()
+            view = await app.wait_for_evaluation(app.evaluations)
+            while view.stacks is None or view.snapshot.stacks[-1].dumps != stacks.dumps:
+                view = await app.wait_for_evaluation(app.evaluations)
+            await pilot.pause()
+
+        await dump()
+        await pilot.press("s")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, StacksScreen) and screen.report.pattern == "B"
+        stacks.dumps = FakeStackSource("stall").dumps  # the next round: every rank alike
+        await dump()  # `d` works from the compare screen too
+        assert app.screen is screen
+        assert screen.report is app.latest.stacks and screen.report.samples >= 1
+        assert {c.op.name for c in screen.report.classes if c.op} == {"all_reduce"}
+        assert screen.report is not None and len(screen.report.classes) == 1

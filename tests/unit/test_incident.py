@@ -108,3 +108,22 @@ def test_an_unwritable_folder_is_an_os_error_naming_it(tmp_path):
 def test_default_folder_names_host_and_time_safely():
     name = incident.default_folder("gpu node/7", 0.0)
     assert name.startswith("rltui-incident-gpu_node_7-") and "/" not in name
+
+
+def test_symptom_evidence_and_notes_are_scrubbed_too():
+    from dataclasses import replace
+    base = _inputs()
+    leaky = replace(base.diagnosis.symptoms[0], evidence=(
+        "rank 2's last error: HTTPError 401 for https://user:hunter2@hub.example/x",))
+    diag = replace(base.diagnosis, symptoms=(leaky,),
+                   notes=("logs: error: Authorization: Bearer abcdef0123456789abcdef",))
+    doc = incident.build(replace(base, diagnosis=diag))
+    text = json.dumps(doc)
+    assert "hunter2" not in text and "abcdef0123456789abcdef" not in text
+
+
+def test_saved_dumps_add_no_py_spy_command():
+    from dataclasses import replace
+    base = _inputs()
+    poll = replace(base.snapshot.stacks[-1], command="saved dumps in dumps/", trigger="saved")
+    assert incident.stack_commands(replace(base.snapshot, stacks=(poll,))) == []

@@ -203,7 +203,7 @@ def test_duplicate_ranks_are_kept_and_reported():
                                   .read_text().split("Process ")[1].join(["Process ", ""]))]
     dumps, problems = read_folder_entries(entries)
     assert [d.rank for d in dumps] == [0, 1, 1, 2]
-    assert any(p.startswith("rank 1 appears 2 times (") and "all are kept" in p for p in problems)
+    assert any(p.startswith("rank 1 appears 2 times (") and "the last one is compared" in p for p in problems)
 
 
 def test_mixed_python_versions_are_reported():

@@ -266,3 +266,12 @@ def test_a_failed_stack_round_keeps_the_earlier_samples_and_says_why():
     snap = fold(Reading("stacks", 1.0, model.OK, good), denied).snapshot(3.0)
     assert snap.stacks == (good,)
     assert snap.source("stacks").status == model.DENIED
+
+
+def test_an_empty_good_stack_round_clears_the_old_rounds_and_a_repeat_is_kept_once():
+    good = _stack_poll(1.0, 100)
+    t = fold(Reading("stacks", 1.0, model.OK, good), Reading("stacks", 1.1, model.OK, good))
+    assert t.snapshot(2.0).stacks == (good,)
+    t.apply(Reading("stacks", 3.0, model.OK, model.StackPoll(started=3.0),
+                    message="no job processes to dump"))
+    assert t.snapshot(4.0).stacks == ()

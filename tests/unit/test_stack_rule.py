@@ -97,3 +97,18 @@ def test_a_failed_round_is_a_note_not_a_symptom():
     d = diagnose(NodeSnapshot(timestamp=2.0, sources=(state,)))
     assert not any(s.id.startswith("hang-") for s in d.symptoms)
     assert any(n.startswith("stacks: denied") for n in d.notes)
+
+
+def test_a_rank_that_exited_after_its_dump_counts_as_missing_not_waiting():
+    gone = DepartedRank(pid=101, rank=1, last_seen=95.0, gone_since=96.0)
+    s = snap(round_at(90.0, waiting(0), waiting(1), waiting(2)), departed=(gone,))
+    report = hangs.stack_report(s)
+    assert report.missing_ranks == (1,) and report.pattern == "A"
+    assert 1 in report.suspect_ranks
+
+
+def test_the_memo_follows_the_sample_gap_threshold():
+    dumps = [waiting(r) for r in range(2)]
+    s = snap(round_at(87.0, *dumps), round_at(90.0, *dumps))
+    assert hangs.stack_report(s, (), Thresholds(stack_sample_gap_s=5.0)).samples == 1
+    assert hangs.stack_report(s, (), Thresholds(stack_sample_gap_s=2.0)).samples == 2

@@ -294,12 +294,13 @@ def test_one_sample_class_state_is_unknown():
     assert out["classes"][0]["state"] == "unknown" and out["classes"][0]["moving"] is None
 
 
-def test_processes_without_rank_are_kept_by_pid():
+def test_processes_without_rank_beside_ranked_ones_are_listed_not_compared():
     d = ProcessDump(pid=77, rank=None, threads=(ThreadStack(1, "MainThread", "idle",
                                                             tuple(frame(n) for n in PATTERN_C)),))
     report = classify([[d, dump(0, PATTERN_C)]])
     (c,) = report.classes
-    assert c.ranks == (0,) and c.pids == (77,)
+    assert c.ranks == (0,) and c.pids == ()
+    assert report.other_pids == (77,)
 
 
 def test_empty_input():
@@ -689,3 +690,26 @@ def test_report_json_keys():
     assert set(cls) >= {"ranks", "count", "pids", "thread", "state", "moving", "active", "idle",
                         "op", "call_site", "teardown", "deepest", "tip", "frames"}
     assert cls["idle"] == "0-1" and cls["tip"]["name"] == "all_reduce"
+
+
+def test_a_launcher_without_a_rank_does_not_turn_pattern_c_into_b():
+    """torchrun's agent idles in its monitor loop beside the ranks; a Ray driver in ray.get."""
+    launcher = ProcessDump(pid=500, threads=(ThreadStack(1, "MainThread", "idle", (
+        Frame("time.sleep", "<built-in>", 0),
+        Frame("SimpleElasticAgent._invoke_run",
+              "torch/distributed/elastic/agent/server/api.py", 835),
+        Frame("main", "torch/distributed/run.py", 900))),))
+    dumps = sample({r: PATTERN_C for r in range(4)}) + [launcher]
+    report = classify(dumps)
+    assert report.pattern == "C"
+    assert report.other_pids == (500,)
+    assert "without a rank" in report.explanation
+    assert report_json(report)["other_pids"] == [500]
+
+
+def test_without_any_rank_every_process_is_compared():
+    dumps = [ProcessDump(pid=600 + i, threads=d.threads)
+             for i, d in enumerate(sample({0: PATTERN_C, 1: PATTERN_C}))]
+    report = classify(dumps)
+    assert report.pattern == "C" and report.other_pids == ()
+    assert sorted(m for c in report.classes for m in c.members) == [-602, -601]

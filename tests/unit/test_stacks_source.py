@@ -441,3 +441,37 @@ def test_rank_and_timestamps_come_from_the_target_and_clock(tmp_path):
     [d] = poll.dumps
     assert d.rank == 7 and poll.started == 100.0 and d.timestamp == 101.0
     assert poll.finished == 102.0 and reading.timestamp == 103.0
+
+
+# -- a stop left behind by a py-spy killed mid-attach --------------------------------------------
+
+STOP_THEN_HANG = "os.kill(pid, 19)\nwhile True:\n    time.sleep(1)\n"  # SIGSTOP, then never end
+
+
+@pytest.fixture
+def sleeper():
+    child = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(1)"])
+    yield child.pid
+    child.kill()
+    child.wait()
+
+
+def test_a_blocking_dump_killed_after_stopping_the_job_resumes_it(make, tmp_path, sleeper):
+    exe = fake(tmp_path, STOP_THEN_HANG)
+    reading = make(procs(sleeper), path=exe, timeout=0.5).dump_now()
+    assert reading.status == TIMEOUT
+    assert psutil.Process(sleeper).status() != psutil.STATUS_STOPPED
+
+
+def test_a_job_stopped_before_the_dump_is_left_as_it_was(make, tmp_path, sleeper):
+    os.kill(sleeper, 19)
+    wait_for(lambda: psutil.Process(sleeper).status() == psutil.STATUS_STOPPED, "the stop")
+    make(procs(sleeper), path=fake(tmp_path, STOP_THEN_HANG), timeout=0.3).dump_now()
+    assert psutil.Process(sleeper).status() == psutil.STATUS_STOPPED  # someone else's stop
+    os.kill(sleeper, 18)
+
+
+def test_a_nonblocking_dump_never_signals_the_job(make, tmp_path, sleeper):
+    make(procs(sleeper), path=fake(tmp_path, STOP_THEN_HANG), timeout=0.3).poll()
+    assert psutil.Process(sleeper).status() == psutil.STATUS_STOPPED  # nothing resumed it
+    os.kill(sleeper, 18)
