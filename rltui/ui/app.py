@@ -40,6 +40,7 @@ from rltui.ui.themes import RltuiTheme, load_all, next_theme
 from rltui.ui.widgets.log_facts import log_index
 from rltui.ui.widgets.log_view import LogView, OpenLog
 from rltui.ui.widgets.rank_table import RankPane
+from rltui.ui.zoom import toggle_zoom
 
 POLL_GROUP = "poll"
 STACKS_ON_DEMAND = "stacks on demand"  # worker name of a `d` dump (beside the periodic one)
@@ -312,16 +313,8 @@ class RltuiApp(App[int]):
             self._evaluate(self.clock())
 
     def action_zoom(self) -> None:
-        screen = self.screen
-        if not isinstance(screen, MainScreen):
-            return
-        if screen.maximized is not None:
-            screen.minimize()
-            return
-        if screen.focused is None:
-            screen.focus_next()
-        if screen.focused is not None:
-            screen.maximize(screen.focused)
+        if isinstance(self.screen, MainScreen):
+            toggle_zoom(self.screen)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

@@ -34,6 +34,7 @@ from rltui.ui.widgets.stack_source import SourceLines, StackSourcePane
 from rltui.ui.widgets.stack_summary import StackSummary
 from rltui.ui.widgets.stack_table import StackTable
 from rltui.ui.widgets.stack_tree import StackTreePane
+from rltui.ui.zoom import toggle_zoom
 
 RIGHT_RANK = Binding.Group("Right rank")
 LEFT_RANK = Binding.Group("Left rank")  # in the help; the footer has no room for it at 80
@@ -400,10 +401,4 @@ class StacksScreen(Screen):
             self.tree_pane.select(row.parent)
 
     def action_zoom(self) -> None:
-        if self.maximized is not None:
-            self.minimize()
-            return
-        if self.focused is None:
-            self.focus_next()
-        if self.focused is not None:
-            self.maximize(self.focused)
+        toggle_zoom(self)
