@@ -96,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--report", metavar="DIR",
                     help="also write an incident report (incident.md and incident.json) into "
                          "DIR: symptoms, stack classes, ranks, log tails, debug env, commands")
+    dg.add_argument("--job-config", metavar="FILE",
+                    help="the job's config, for the OOM triage (default: from its command line)")
+    dg.add_argument("--model-config", metavar="FILE",
+                    help="the model's HF config.json, for the OOM memory estimate")
     dg.add_argument("--now", metavar="TIME",
                     help="what 'now' is for stall checks on logs read offline: POSIX seconds "
                          "or an ISO time such as 2026-03-01T12:00:00 (default: the time of "
@@ -105,6 +109,21 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--ranks", type=int, default=4, help="demo ranks (with --demo)")
     _add_config_option(dg)
     _add_source_options(dg)
+
+    om = sub.add_parser("oom", help="triage a CUDA OOM: phase, config changes, a patch",
+                        description="Reads the logs (--log, or this node's job), finds the latest "
+                                    "OOM, decides the training phase, loads the job's config and "
+                                    "proposes ranked config changes with a patch (docs/oom.md). "
+                                    "Exit 0: an OOM was triaged; 1: no OOM found; 2: usage error.")
+    om.add_argument("--config", dest="job_config", metavar="FILE",
+                    help="the job's config (verl Hydra YAML, AReaL YAML); default: found from "
+                         "the job's command line")
+    om.add_argument("--model-config", metavar="FILE",
+                    help="the model's HF config.json (or its folder), for the memory estimate")
+    om.add_argument("--json", action="store_true", help="print the oom object as JSON")
+    om.add_argument("--duration", type=float, default=1.0,
+                    help="seconds to sample a live job's sources (default 1)")
+    _add_source_options(om)
 
     st = sub.add_parser("stacks", help="compare saved py-spy dumps of all ranks (STAT-style)",
                         description="Opens the compare screen on a folder of saved py-spy dumps: "
@@ -325,14 +344,78 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         if monitor.stacks is not None:
             from rltui.diagnosis.stacks import report_json
             doc["stacks"] = report_json(monitor.stacks)
+        oom = _oom(monitor, snap, args.job_config, args.model_config)
+        if oom is not None:
+            from rltui.diagnosis.oom.report import report_json as oom_json
+            doc["oom"] = oom_json(oom)
+        found = _doctor(snap, diagnosis, args.job_config)
+        if found:
+            doc["config_doctor"] = found
         print(json.dumps(doc, indent=2))
     else:
         sys.stdout.write(report.to_text(snap, diagnosis))
         if monitor.stacks is not None:
             sys.stdout.write(_stacks_text(monitor.stacks))
+        oom = _oom(monitor, snap, args.job_config, args.model_config)
+        if oom is not None:
+            from rltui.diagnosis.oom.report import report_text
+            sys.stdout.write("\n" + report_text(oom))
+        for finding in _doctor(snap, diagnosis, args.job_config):
+            sys.stdout.write(f"config doctor: {finding}\n")
     if args.report:
         _write_incident(args.report, monitor, snap, diagnosis, mode)
     return EXIT_FOUND if report.should_fail(diagnosis, args.fail_on) else EXIT_OK
+
+
+def _oom(monitor, snap, job_config: str | None, model_config: str | None):
+    """The OOM report of the snapshot's latest OOM, or None when its logs hold none."""
+    from rltui.sources.oominputs import oom_report
+    return oom_report(snap, monitor.tracker.logbook.lines(), job_config=job_config,
+                      model_config=model_config)
+
+
+STALL_SYMPTOMS = ("steps-stalled", "hang-busy-loop")
+
+
+def _doctor(snap, diagnosis, job_config: str | None) -> list[str]:
+    """The config doctor, when the steps stall (its findings explain a rollout that waits)."""
+    if not any(s.id in STALL_SYMPTOMS for s in diagnosis.symptoms):
+        return []
+    from rltui.sources.oominputs import config_doctor
+    return config_doctor(snap, job_config)
+
+
+def cmd_oom(args: argparse.Namespace) -> int:
+    """`rltui oom`: the diagnose pipeline, printing only the OOM triage."""
+    settings, _ = _settings(args)
+    if args.duration < 0:
+        raise UsageError("--duration must not be negative")
+    for path in (args.job_config, args.model_config):
+        if path and not Path(path).expanduser().exists():
+            raise UsageError(f"{path}: not found")
+    from rltui.monitor import Monitor
+    from rltui.sources.bundle import run_schedule
+    bundle = _live_or_demo_bundle(args, settings)
+    # Logs and processes are what an OOM is read from; no GPU polls or py-spy rounds needed.
+    bundle.specs = [s for s in bundle.specs if s.source.name in ("procs", "logs")]
+    monitor = Monitor(host=bundle.host, job=bundle.job, thresholds=settings.thresholds)
+    try:
+        run_schedule(bundle.specs, args.duration, monitor.ingest)
+    finally:
+        bundle.close()
+    snap, _ = monitor.evaluate(time.time())
+    oom = _oom(monitor, snap, args.job_config, args.model_config)
+    if oom is None:
+        where = ", ".join(getattr(args, "log", None) or []) or "the job's logs"
+        print(f"rltui oom: no OOM found in {where}", file=sys.stderr)
+        return EXIT_FOUND
+    from rltui.diagnosis.oom.report import report_json, report_text
+    if args.json:
+        import json
+        print(json.dumps(report_json(oom), indent=2))
+    else:
+        sys.stdout.write(report_text(oom))
+    return EXIT_OK
 
 
 def _saved_stacks(folder: str):
@@ -395,7 +478,7 @@ def cmd_stacks(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {None: cmd_watch, "demo": cmd_demo, "replay": cmd_replay, "record": cmd_record,
-            "diagnose": cmd_diagnose, "stacks": cmd_stacks}
+            "diagnose": cmd_diagnose, "stacks": cmd_stacks, "oom": cmd_oom}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

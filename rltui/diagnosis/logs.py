@@ -285,6 +285,8 @@ def cuda_oom(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
                      "--mem-fraction-static, and look for an orphaned engine process "
                      "(VLLM::EngineCore) still holding GPU memory.")
     steps += [
+        "For the phase and the exact changes for this job's config, with their memory effect "
+        "and a patch: press m in the app, or run `rltui oom` (docs/oom.md).",
         "Generation or log-prob OOM: halve actor_rollout_ref.rollout.log_prob_micro_batch_size; "
         "actor_rollout_ref.rollout.gpu_memory_utilization 0.9 -> 0.7.",
         "Backward OOM: halve actor_rollout_ref.actor.ppo_mini_batch_size and raise gradient "

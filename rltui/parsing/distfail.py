@@ -21,7 +21,8 @@ with entries or "  <NO_OTHER_FAILURES>", a rule, "Root Cause (first observed fai
 entry, and the closing border. An entry is "[idx]:" then indented "key : value" lines for time,
 host, rank ("4 (local_rank: 4)"), exitcode ("-9 (pid: 208585)"), error_file and traceback (a
 "Signal 9 (SIGKILL) received by PID ..." message, the docs hint, or an indented Python traceback
-from the child's error file).
+from the child's error file). A child killed by SIGKILL that left no Python error is flagged
+``possible_host_oom``: the kernel's OOM killer sends SIGKILL and leaves no traceback.
 """
 
 from __future__ import annotations
@@ -136,6 +137,9 @@ _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6
             13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}
 
 
+HOST_OOM_HINT = "possible host OOM: check dmesg / the kernel's OOM killer"
+
+
 def signal_name(exitcode: int | None) -> str | None:
     """Name of the signal a negative exit code stands for (-9 -> SIGKILL)."""
     if exitcode is None or exitcode >= 0:
@@ -220,6 +224,9 @@ class ChildReport:
         if error is None and message and not sig and "To enable traceback" not in message \
                 and not message.startswith("Traceback"):
             error = message
+        # SIGKILL (or a shell's 137) and no Python error from the child: nothing in the process
+        # raised; the kernel's OOM killer (or the scheduler) is the usual sender.
+        host_oom = (signal == "SIGKILL" or exitcode == 137) and not error
         return [
             ("name", self.name),
             ("rank", _int(rank.group(1)) if rank else None),
@@ -233,6 +240,7 @@ class ChildReport:
             ("error", error),
             ("other_ranks", ",".join(other_ranks)),
             ("failures", len(others) + (1 if root else 0)),
+            ("possible_host_oom", host_oom),
             ("complete", self.done),
         ]
 
@@ -263,6 +271,8 @@ def child_summary(fields: dict) -> str:
         text += f" (pid {fields['pid']})"
     if fields.get("error"):
         text += f": {fields['error']}"
+    if fields.get("possible_host_oom"):
+        text += f"; {HOST_OOM_HINT}"
     others = fields.get("other_ranks")
     if others:
         text += f"; also failed: rank {others}" if "," not in others else f"; also failed: ranks {others}"

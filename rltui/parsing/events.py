@@ -4,10 +4,13 @@
 that line completed. Most lines are not events: a line whose writer has no pending multi-line
 event costs a few substring checks and no regex. See docs/log-events.md for kinds and fields.
 
-One failure is one event. When an OOM, an engine memory error, an NCCL timeout or a torchrun
-ChildFailedError is the exception line of a Python traceback, the event has the specific kind
-(cuda-oom, engine-oom, nccl-timeout, child-failed) and carries the whole traceback as its text
-and its traceback fields (exc_type, last_frame, ...); there is no second "traceback" event.
+One failure is one event. When an OOM, an engine memory error, Ray's OOM killer, an NCCL timeout
+or a torchrun ChildFailedError is the exception line of a Python traceback, the event has the
+specific kind (cuda-oom, engine-oom, ray-oom, nccl-timeout, child-failed) and carries the whole
+traceback as its text and its traceback fields (exc_type, last_frame, ...); there is no second
+"traceback" event. Ray's OOM report goes on after the exception line (the node's memory, the top
+memory users); those lines join the event, and the same report printed outside a traceback (the
+driver's warning, the raylet's lines) is one ray-oom event too.
 
 Several writers can share a file (torchrun's ``[rankN]:``, Ray's ``(Actor pid=N)``). Pending
 multi-line events are kept per writer: the ``source`` given to feed() (what the cleaner stripped)
@@ -21,7 +24,7 @@ import time
 from collections.abc import Sequence
 
 from rltui.model import LogEvent
-from rltui.parsing import distfail, oom
+from rltui.parsing import distfail, noise, oom
 from rltui.parsing import tracebacks as tb
 
 MAX_LINE = 16384  # chars of one line looked at; a 1 MB garbage line costs no more than this
@@ -29,6 +32,7 @@ MAX_SOURCES = 32  # writers with a pending multi-line event at once
 QUIET_LINES = 200  # lines of other writers after which a writer's pending event is closed
 NCCL_WINDOW = 64  # lines within which the watchdog's PG-status line joins its timeout line
 NCCL_REPEAT_LINES = 500  # the same (rank, seq) timeout again within this many lines is a repeat
+RAY_LINES = 40  # lines kept of one Ray OOM report outside a traceback (the table has about 12)
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 # Ray prints "(Actor pid=N[, ip=...]) " before each line; torchrun "[rankN]:" or "[defaultN]:".
@@ -74,6 +78,38 @@ class _Watch:
         self.count = count
 
 
+class _RayReport:
+    """A Ray OOM-killer report printed outside a traceback, waiting for its detail lines."""
+
+    __slots__ = ("arrival", "blanks", "count", "detail", "end", "lines", "start", "table", "time")
+
+    def __init__(self, line_no: int, arrival: float, text: str, when: float | None, count: int) -> None:
+        self.start = self.end = line_no
+        self.arrival = arrival
+        self.lines = [text[:tb.MAX_STORED_LINE]]
+        self.time = when
+        self.count = count
+        self.blanks = 0
+        self.detail = "Memory on the node" in text
+        self.table = oom.is_ray_table_line(text)
+
+    def add(self, text: str, line_no: int, count: int) -> None:
+        if len(self.lines) < RAY_LINES:
+            self.lines.extend([""] * self.blanks)
+            self.lines.append(text[:tb.MAX_STORED_LINE])
+        self.blanks = 0
+        self.end = line_no
+        self.count = count
+        self.detail = self.detail or "Memory on the node" in text
+        self.table = oom.is_ray_table_line(text)
+
+
+def _ray_exception(exc_type: str) -> bool:
+    """An exception class that can carry Ray's OOM-killer report."""
+    return "ray." in exc_type or "RayTaskError" in exc_type or exc_type.endswith(
+        ("OutOfMemoryError", "ActorDiedError", "WorkerCrashedError"))
+
+
 class EventReader:
     """Stateful event parser for one log file. Pure: no I/O.
 
@@ -91,6 +127,7 @@ class EventReader:
         self._blocks: dict[tuple, tb.Block] = {}
         self._watch: dict[tuple, _Watch] = {}
         self._emitted_watch: dict[tuple, int] = {}  # (rank, seq) -> line count, to drop repeats
+        self._ray: dict[tuple, _RayReport] = {}  # writer -> Ray OOM report outside a traceback
         self._count = 0  # lines fed: windows must not depend on line numbers (they can reset)
         self._next_check = 0
 
@@ -118,11 +155,12 @@ class EventReader:
         if text[:1] in ("(", "["):  # tolerate prefixes the cleaner did not strip
             m = _PREFIX.match(text)
             if m and m.end():
-                prefix, body = m.group(0), text[m.end():]
+                prefix = m.group(0)
+                body = noise.prefix_rest(text, m.end()) if m.group(2) else text[m.end():]
                 prefix_rank = int(m.group(3)) if m.group(3) else None
                 if "across cluster]" in body:
                     body = _RAY_REPEAT.sub("", body)
-        if self._blocks or self._watch:
+        if self._blocks or self._watch or self._ray:
             if self._count >= self._next_check:
                 self._expire(out)
             block = self._blocks.get((source, prefix))
@@ -131,12 +169,22 @@ class EventReader:
                 own = body
                 if block.lead and body.startswith(block.lead):
                     own = body[len(block.lead):]  # the writer's log prefix, repeated on every line
+                if self._ray_detail(block, own):  # Ray's OOM report goes on after its exception
+                    block.cont += 1
+                    block.add(own, line_no)
+                    block.state = tb.AFTER_EXC
+                    return out
                 verdict = tb.offer(block, own, line_no)
                 if verdict in (tb.TAKE, tb.DONE):
                     if verdict == tb.DONE:
                         out.append(self._close(block, truncated=False))
                     return out
                 out.append(self._close(block, truncated=verdict == tb.CUT))
+            report = self._ray.get((source, prefix))
+            if report is not None:
+                if self._ray_takes(report, body, line_no):
+                    return out
+                out.append(self._ray_event(self._ray.pop((source, prefix))))
         # The common case: no pending event and nothing that starts one. Substring tests run at
         # C speed; keep this chain short and free of regexes and calls.
         if not (self._custom or "Traceback" in body or "Training" in body or "emory" in body
@@ -159,13 +207,16 @@ class EventReader:
             out.append(self._watch_event(self._watch[key]))
             self._emitted_watch[key] = self._count
         self._watch.clear()
+        out += [self._ray_event(r) for r in sorted(self._ray.values(), key=lambda r: r.start)]
+        self._ray.clear()
         return out
 
     @property
     def pending_chars(self) -> int:
         """Characters held for unfinished events (for tests and self-monitoring)."""
-        return sum(b.size() for b in self._blocks.values()) + sum(
-            sum(len(x) for x in w.lines) for w in self._watch.values())
+        return (sum(b.size() for b in self._blocks.values())
+                + sum(sum(len(x) for x in w.lines) for w in self._watch.values())
+                + sum(sum(len(x) for x in r.lines) for r in self._ray.values()))
 
     # -- multi-line events ---------------------------------------------------------------------------
     def _open(self, key: tuple, body: str, line_no: int, arrival: float, rank: int | None,
@@ -190,6 +241,8 @@ class EventReader:
         for key in [k for k, w in self._watch.items() if self._count - w.count > NCCL_WINDOW]:
             out.append(self._watch_event(self._watch.pop(key)))
             self._emitted_watch[key] = self._count
+        for key in [k for k, r in self._ray.items() if self._count - r.count > NCCL_WINDOW]:
+            out.append(self._ray_event(self._ray.pop(key)))
         if len(self._emitted_watch) > 256:
             self._emitted_watch = {k: c for k, c in self._emitted_watch.items()
                                    if self._count - c < NCCL_REPEAT_LINES}
@@ -212,6 +265,11 @@ class EventReader:
                     kind, extra, summary = found
                     fields += extra
                     break
+            if kind == "traceback" and block.excs and _ray_exception(block.excs[-1][0]):
+                ray = oom.parse_ray_oom(block.text())
+                if ray:
+                    kind, summary = "ray-oom", oom.ray_oom_summary(dict(ray))
+                    fields += ray
         if block.excs:
             fields += [("exc_type", block.excs[-1][0]), ("exc_message", block.excs[-1][1])]
         fields += [("last_frame", block.last_frame), ("frames", block.frames)]
@@ -263,6 +321,9 @@ class EventReader:
             if exc:
                 block.exception(exc, body)
             return
+        if "emory" in body and oom.is_ray_oom_start(body):
+            self._ray_open(key, text, body, line_no, arrival, out)
+            return
         if "Training" in body:
             event = self._banner(text, body, line_no, arrival)
             if event is not None:
@@ -289,6 +350,47 @@ class EventReader:
                 out.append(self._single("completion", fields, f"training finished: {body.strip()[:200]}",
                                         text, body, line_no, arrival))
                 return
+
+    # -- Ray's OOM killer -------------------------------------------------------------------------------
+    @staticmethod
+    def _ray_detail(block: tb.Block, own: str) -> bool:
+        """A line of Ray's OOM report after the exception line that carries it."""
+        if block.state not in (tb.AFTER_EXC, tb.AFTER_BLANK) or not block.excs \
+                or block.cont >= tb.MAX_CONTINUATION or not own.strip():
+            return False
+        if not _ray_exception(block.excs[-1][0]):
+            return False
+        last = block.tail[-1] if block.tail else (block.head[-1] if block.head else "")
+        return oom.is_ray_detail(own, after_table=oom.is_ray_table_line(last))
+
+    def _ray_open(self, key: tuple, text: str, body: str, line_no: int, arrival: float,
+                  out: list[LogEvent]) -> None:
+        if len(self._ray) >= MAX_SOURCES:
+            oldest = min(self._ray, key=lambda k: self._ray[k].count)
+            out.append(self._ray_event(self._ray.pop(oldest)))
+        self._ray[key] = _RayReport(line_no, arrival, body, _line_time(text), self._count)
+
+    def _ray_takes(self, report: _RayReport, body: str, line_no: int) -> bool:
+        """Whether the writer's next line belongs to its pending Ray OOM report."""
+        if not oom.ray_line_body(body):  # blank, or Ray's bare "(raylet)" line
+            if report.blanks >= 2:
+                return False
+            report.blanks += 1
+            return True
+        if report.detail and oom.is_ray_new_report(body):
+            return False  # a second kill: its own event
+        if oom.is_ray_detail(body, after_table=report.table):
+            report.add(body, line_no, self._count)
+            return True
+        return False
+
+    @staticmethod
+    def _ray_event(report: _RayReport) -> LogEvent:
+        text = "\n".join(report.lines)
+        fields = oom.parse_ray_oom(text) or [("form", "detail")]
+        return LogEvent(kind="ray-oom", line_no=report.start, end_line=report.end,
+                        arrival=report.arrival, summary=oom.ray_oom_summary(dict(fields))[:300],
+                        text=text, time=report.time, fields=tuple(fields))
 
     @staticmethod
     def _single(kind: str, fields: list, summary: str, text: str, body: str, line_no: int,

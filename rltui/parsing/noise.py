@@ -56,6 +56,15 @@ class Cleaned:
     repeated: int | None = None  # Ray "[repeated Nx across cluster]"
 
 
+def prefix_rest(text: str, end: int) -> str:
+    """What follows a torchrun ``[rankN]:`` prefix. torch >= 2.4 writes ``[rankN]: `` with one
+    space, older ones none; a traceback indents by 2 and 4, so an odd run of spaces after the
+    colon holds the prefix's own space, which must go for the traceback to read right."""
+    rest = text[end:]
+    spaces = len(rest) - len(rest.lstrip(" "))
+    return rest[1:] if spaces % 2 else rest
+
+
 def _strip_prefixes(text: str, rank: int | None, actor: str | None):
     """Remove leading wrapper prefixes in any order; the innermost actor name wins."""
     for _ in range(_MAX_PREFIXES):
@@ -64,7 +73,7 @@ def _strip_prefixes(text: str, rank: int | None, actor: str | None):
         m = _RANK.match(text)
         if m:
             rank = int(m.group(1))
-            text = text[m.end():]
+            text = prefix_rest(text, m.end())
             continue
         m = _RAY.match(text)
         if m:

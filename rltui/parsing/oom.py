@@ -1,4 +1,5 @@
-"""Pure parsers for GPU memory errors: PyTorch's CUDA OOM and the inference engines' start errors.
+"""Pure parsers for memory errors: PyTorch's CUDA OOM, the inference engines' start errors and
+Ray's OOM killer (host memory).
 
 Each parser takes one message (usually an exception line) and returns the parsed fields, or
 None when the text is not that error. Sizes come back in bytes (int), converted from the units
@@ -60,6 +61,7 @@ def _size(regex: re.Pattern[str], text: str) -> int | None:
 # Every clause is matched on its own so a version that drops or adds one still parses.
 _TRIED = re.compile(r"Tried to allocate " + _SIZE)
 _CUR_GPU = re.compile(r"GPU (\d+) has a total capac\w* of " + _SIZE + r" of which " + _SIZE + r" is free")
+_CUR_CAP = re.compile(r"GPU (\d+) has a total capac\w* of " + _SIZE)  # a message cut after it
 _PROC = re.compile(r"Process (\d+) has " + _SIZE + r" memory in use")
 _THIS_PROC = re.compile(r"this process has " + _SIZE + r" memory in use")
 _ALLOWED = re.compile(_SIZE + r" allowed;")
@@ -97,12 +99,13 @@ def parse_cuda_oom(text: str) -> Fields | None:
     msg = text[at:at + 4096]  # the message is ~500 chars; a flood of process clauses stays bounded
     fields: Fields = [("exception", _exception_name(text, at)), ("requested", _size(_TRIED, msg))]
     cur = _CUR_GPU.search(msg)
-    if cur:
+    cap = cur or _CUR_CAP.search(msg)  # a message cut mid-way keeps what it printed
+    if cap:
         fields += [
             ("format", "current"),
-            ("gpu", int(cur.group(1))),
-            ("capacity", size_to_bytes(cur.group(2), cur.group(3))),
-            ("free", size_to_bytes(cur.group(4), cur.group(5))),
+            ("gpu", int(cap.group(1))),
+            ("capacity", size_to_bytes(cap.group(2), cap.group(3))),
+            ("free", size_to_bytes(cur.group(4), cur.group(5)) if cur else None),
             ("allocated", _size(_ALLOCATED, msg)),
             ("reserved_unallocated", _size(_RESERVED_UNALLOC, msg)),
         ]
@@ -242,3 +245,190 @@ def engine_oom_summary(fields: dict) -> str:
     frac = fields.get("mem_fraction_static")
     return "SGLang could not start: not enough memory for the KV cache pool" + (
         f" (mem_fraction_static={frac})" if frac is not None else "")
+
+
+# -- Ray's memory monitor (host memory) --------------------------------------------------------------
+# The raylet kills a worker when the node's memory use passes RAY_memory_usage_threshold (0.95 by
+# default). The kill is reported in several places, with the same detail text:
+#   ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.
+#   Memory on the node (IP: 10.0.0.12, ID: 3a4b...) where the task (task ID: ..., name=WorkerDict.
+#     actor_rollout_compute_log_prob, pid=5391, memory used=49.21GB) was running was 61.02GB /
+#     62.80GB (0.971693), which exceeds the memory usage threshold of 0.95. Ray killed this worker
+#     (ID: 5c9a...) because it was the most recently scheduled task; ...
+#   Top 10 memory users:
+#   PID     MEM(GB) COMMAND
+#   5391    49.21   ray::WorkerDict.actor_rollout_compute_log_prob
+#   Refer to the documentation on how to address the out of memory issue: ...
+# Older releases say "where the task was running was ..." (no task details); newer ones "where the
+# lease (lease ID: ...)" or "1 worker(s) were killed due to the node running low on memory. Memory
+# on the node (...) was ... (0.954017), which exceeds the memory usage threshold of 0.950000; ...".
+# The driver prints "A worker died or was killed while executing a task by an unexpected system
+# error. ... Worker exit type: SYSTEM_ERROR Worker exit detail: Task was killed due to the node
+# running low on memory." and the raylet, about once a minute, "N Workers (tasks / actors) killed
+# due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: ..., IP: ...)".
+# Ray divides bytes by 1024**3 and prints "GB"; size_to_bytes reads "GB" as GiB accordingly.
+RAY_START_MARKERS = (
+    "running low on memory",
+    "killed due to memory pressure (OOM)",
+    "Memory on the node (IP:",
+    "NODE_OUT_OF_MEMORY",
+)
+# Lines that begin a new report: a second one after a complete report is a second kill.
+_RAY_NEW_REPORT = ("A worker died or was killed", "failed due to oom", "killed due to memory pressure",
+                   "OutOfMemoryError", "ActorDiedError", "exit_detail")
+_RAY_DETAIL_MARKERS = RAY_START_MARKERS + (
+    "Top 10 memory users",
+    "MEM(GB)",
+    "Ray killed this worker",
+    "Refer to the documentation on how to address the out of memory",
+    "Consider provisioning more memory",
+    "The actor is dead because its worker process has died",
+    "To adjust the eviction threshold",
+)
+_RAY_LINE_PREFIX = re.compile(r"^\s*(?:\(raylet(?:, ip=[^)]*)?\)\s*)?")
+_RAY_ROW = re.compile(r"^\s*(\d+)\s+(\d+(?:\.\d+)?)\s+(\S.*)$")
+_RAY_NODE = re.compile(r"Memory on the node \(IP: ([^,)\s]+)(?:, ID: (\w+))?\)")
+_RAY_USAGE = re.compile(r"\bwas (\d+(?:\.\d+)?) ?([KMGT]i?B) / (\d+(?:\.\d+)?) ?([KMGT]i?B) "
+                        r"\((\d+(?:\.\d+)?)\)(?:, which exceeds the memory usage threshold of "
+                        r"(\d+(?:\.\d+)?))?")
+_RAY_TASK = re.compile(r"where the (?:task|lease|actor) \(\w+ ID: [^,]*, name=([^,]*), pid=(\d+), "
+                       r"memory used=(\d+(?:\.\d+)?) ?([KMGT]i?B)\)")
+_RAY_WORKER = re.compile(r"Ray killed this worker \(ID: (\w+)\)")
+_RAY_KILLED = re.compile(r"(\d+) (?:Workers \(tasks / actors\) killed due to memory pressure|"
+                         r"worker\(s\) were killed due to the node running low on memory)")
+_RAY_SUMMARY_NODE = re.compile(r"at node \(ID: (\w+), IP: ([^)\s]+)\)")
+_RAY_FAILED_TASK = re.compile(r"Task (\S+) failed due to oom")
+
+
+def ray_line_body(line: str) -> str:
+    """The line without Ray's "(raylet) " prefix and surrounding blanks."""
+    return _RAY_LINE_PREFIX.sub("", line, count=1).strip()
+
+
+def is_ray_oom_start(line: str) -> bool:
+    """A line that starts (or is) a report of Ray's OOM killer."""
+    return any(m in line for m in RAY_START_MARKERS)
+
+
+def is_ray_new_report(line: str) -> bool:
+    """A line that begins a report of its own (a second kill after a complete report)."""
+    return is_ray_oom_start(line) and any(m in line for m in _RAY_NEW_REPORT)
+
+
+def is_ray_table_line(line: str) -> bool:
+    """The header or a row of the "Top 10 memory users" table."""
+    body = ray_line_body(line)
+    return "MEM(GB)" in body or bool(_RAY_ROW.match(body))
+
+
+def is_ray_detail(line: str, after_table: bool = False) -> bool:
+    """A line that continues a Ray OOM report (the detail, the memory table, the advice).
+
+    ``after_table``: the previous line of the report was the table's header or a row, so a bare
+    "pid  size  command" row belongs too.
+    """
+    body = ray_line_body(line)
+    if any(m in body for m in _RAY_DETAIL_MARKERS):
+        return True
+    return after_table and bool(_RAY_ROW.match(body))
+
+
+def parse_ray_oom(text: str) -> Fields | None:
+    """Fields of a Ray OOM-killer report (one or more lines), or None when ``text`` holds none.
+
+    ``form``: exception (ray.exceptions.OutOfMemoryError / ActorDiedError), worker-died (the
+    driver's "A worker died or was killed ..."), raylet-task ("Task X failed due to oom"),
+    summary (the raylet's periodic "N Workers ... killed due to memory pressure"), detail (only
+    the "Memory on the node" text). Sizes in bytes; ``usage_fraction`` and ``threshold`` as Ray
+    prints them; ``process_usage`` lists the "Top 10 memory users" table as ``pid:bytes``.
+    """
+    if not is_ray_oom_start(text):
+        return None
+    text = text[:65536]
+    if "OutOfMemoryError" in text or "ActorDiedError" in text or "ray.exceptions." in text:
+        form = "exception"
+    elif "A worker died or was killed" in text:
+        form = "worker-died"
+    elif "failed due to oom" in text:
+        form = "raylet-task"
+    elif "killed due to memory pressure" in text:
+        form = "summary"
+    else:
+        form = "detail"
+    fields: Fields = [("form", form)]
+    node = _RAY_NODE.search(text)
+    summary_node = _RAY_SUMMARY_NODE.search(text)
+    if node:
+        fields += [("node_ip", node.group(1)), ("node_id", node.group(2))]
+    elif summary_node:
+        fields += [("node_ip", summary_node.group(2)), ("node_id", summary_node.group(1))]
+    else:
+        fields += [("node_ip", None), ("node_id", None)]
+    usage = _RAY_USAGE.search(text)
+    if usage:
+        fields += [("used", size_to_bytes(usage.group(1), usage.group(2))),
+                   ("total", size_to_bytes(usage.group(3), usage.group(4))),
+                   ("usage_fraction", float(usage.group(5))),
+                   ("threshold", float(usage.group(6)) if usage.group(6) else None)]
+    else:
+        fields += [("used", None), ("total", None), ("usage_fraction", None), ("threshold", None)]
+    task = _RAY_TASK.search(text)
+    failed = _RAY_FAILED_TASK.search(text)
+    if task:
+        fields += [("task_name", task.group(1).strip()[:200] or None), ("task_pid", int(task.group(2))),
+                   ("task_memory", size_to_bytes(task.group(3), task.group(4)))]
+    else:
+        fields += [("task_name", failed.group(1)[:200] if failed else None), ("task_pid", None),
+                   ("task_memory", None)]
+    worker = _RAY_WORKER.search(text)
+    fields.append(("worker_id", worker.group(1) if worker else None))
+    killed = _RAY_KILLED.search(text)
+    fields.append(("workers_killed", int(killed.group(1)) if killed else None))
+    rows = _ray_table(text)
+    if rows:
+        fields += [("process_usage", ",".join(f"{pid}:{used}" for pid, used, _ in rows)),
+                   ("others_count", len(rows)), ("others_bytes", sum(used for _, used, _ in rows))]
+    return fields
+
+
+def _ray_table(text: str) -> list[tuple[int, int, str]]:
+    """Rows of the "Top 10 memory users" table: (pid, bytes, command)."""
+    at = text.find("MEM(GB)")
+    if at < 0:
+        return []
+    rows = []
+    for line in text[at:].splitlines()[1:24]:
+        m = _RAY_ROW.match(ray_line_body(line))
+        if not m:
+            if rows:
+                break
+            continue
+        rows.append((int(m.group(1)), size_to_bytes(m.group(2), "GB"), m.group(3)[:120]))
+        if len(rows) >= 16:
+            break
+    return rows
+
+
+def ray_oom_summary(fields: dict) -> str:
+    """"Ray OOM killer on node 10.0.0.12: host memory 61.02 GiB of 62.80 GiB (0.97 > 0.95); ..."."""
+    node = f" on node {fields['node_ip']}" if fields.get("node_ip") else ""
+    if fields.get("form") == "summary" and fields.get("used") is None:
+        count = fields.get("workers_killed")
+        who = f"{count} worker{'s' if count != 1 else ''}" if count is not None else "workers"
+        return f"Ray OOM killer{node}: {who} killed due to host memory pressure"
+    text = f"Ray OOM killer{node}"
+    if fields.get("used") is not None:
+        text += (f": host memory {format_bytes(fields['used'])} of {format_bytes(fields.get('total'))}")
+        frac, limit = fields.get("usage_fraction"), fields.get("threshold")
+        if frac is not None and limit is not None:
+            text += f" ({frac:.2f} > threshold {limit:g})"
+    else:
+        text += ": the node ran low on host memory"
+    name, pid = fields.get("task_name"), fields.get("task_pid")
+    if name or pid is not None:
+        what = name or "a worker"
+        extra = [f"pid {pid}"] if pid is not None else []
+        if fields.get("task_memory") is not None:
+            extra.append(format_bytes(fields["task_memory"]))
+        text += f"; killed {what}" + (f" ({', '.join(extra)})" if extra else "")
+    return text[:300]

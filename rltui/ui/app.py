@@ -80,6 +80,8 @@ class RltuiApp(App[int]):
                         "its own dump, for a consistent cut)"),
         Binding("s", "show_stacks", "Stacks", id="rltui.stacks.show",
                 tooltip="compare the ranks' stacks: classes, merged tree, side-by-side diff"),
+        Binding("m", "oom_triage", "OOM", id="rltui.oom",
+                tooltip="triage the latest CUDA OOM: phase, config changes, a patch"),
         Binding("i", "incident_report", "Report", id="rltui.report", show=False,
                 tooltip="write an incident report (markdown and JSON) into the current folder"),
     ]
@@ -113,10 +115,13 @@ class RltuiApp(App[int]):
         self._last_tick = 0.0
         self._bundle_closed = False
         self._stacks_shown: object = None  # the report the stacks screen shows
+        self._footer_keys: tuple[bool, bool] = (False, False)
         self.source_lines: Callable[[str, int], object] | None = None  # set by build_app
         self.report_folder: Callable[[float], str] = lambda now: default_folder(
             self.bundle.host, now)  # a test points this into its tmp_path
         self.reports_written: list[tuple[Path, Path]] = []
+        # Reads the job's and the model's configs for the OOM triage; set by build_app.
+        self.oom_reporter: Callable[[NodeSnapshot, list], object] | None = None
         # How a report reaches the disk; set by build_app (the app itself does no file I/O).
         self.report_writer: Callable[[str, dict], tuple[Path, Path]] | None = None
         player = bundle.player
@@ -249,6 +254,10 @@ class RltuiApp(App[int]):
 
     def _show(self, view: View) -> None:
         self.latest = view
+        keys = (self._has_oom(), view.stacks is not None)
+        if keys != self._footer_keys:  # the footer lists the m and s keys only when they work
+            self._footer_keys = keys
+            self.refresh_bindings()
         self.main_screen.show(view)
         if isinstance(self.screen, LogFileScreen):
             self.screen.show(view)  # it catches up by sequence number if it missed some
@@ -290,6 +299,11 @@ class RltuiApp(App[int]):
             return False  # hidden from the footer and inert outside replay
         if action in ("refresh", "dump_stacks") and replay:
             return False  # a recording has nothing new to poll
+        if action == "oom_triage":
+            return self._has_oom()  # shown (and live) only when a log holds an OOM
+        if action == "show_stacks" and replay:
+            # A recording without stacks gets no footer entry for them (room on 80 columns).
+            return self.latest is not None and self.latest.stacks is not None
         return True
 
     def action_toggle_pause(self) -> None:
@@ -412,6 +426,37 @@ class RltuiApp(App[int]):
         self.notify(f"Incident report written: {written[0]} and {written[1].name}",
                     title="Report", timeout=15)
 
+    # -- OOM ----------------------------------------------------------------------------------
+    def _has_oom(self) -> bool:
+        from rltui.diagnosis.oom.report import find_oom
+        return self.latest is not None and find_oom(self.latest.snapshot) is not None
+
+    def action_oom_triage(self) -> None:
+        """Read the job's config (a worker: files) and show the OOM triage."""
+        if self.latest is None or self.oom_reporter is None or not self._has_oom():
+            self.notify("No OOM in the logs.", severity="information")
+            return
+        snapshot, lines = self.latest.snapshot, self.monitor.tracker.logbook.lines()
+        self.run_worker(partial(self._oom_in_thread, snapshot, lines), name="oom triage",
+                        group="oom", description="OOM triage", exit_on_error=False,
+                        exclusive=True, thread=True)
+
+    def _oom_in_thread(self, snapshot: NodeSnapshot, lines: list) -> None:
+        report = self.oom_reporter(snapshot, lines)
+        self.call_from_thread(self._show_oom, report)
+
+    def _show_oom(self, report) -> None:
+        from rltui.diagnosis.oom.report import report_text
+        from rltui.ui.screens.oom import OomScreen
+        if report is None:
+            self.notify("No OOM in the logs.", severity="information")
+            return
+        title = (f"OOM triage: {report.phase.phase} ({report.phase.confidence} confidence), "
+                 f"{report.framework}")
+        if isinstance(self.screen, OomScreen):
+            self.pop_screen()
+        self.push_screen(OomScreen(title, report_text(report)))
+
     # -- logs ---------------------------------------------------------------------------------
     def action_logs(self) -> None:
         screen = self.screen
@@ -501,4 +546,10 @@ def build_app(bundle: Bundle, settings: Settings, config_path: str | Path | None
     app = RltuiApp(bundle, settings, config_path, commands)
     app.source_lines = read_source  # the compare screen shows source lines through this
     app.report_writer = write_report
+
+    def oom_reporter(snapshot, lines):
+        from rltui.sources.oominputs import oom_report
+        return oom_report(snapshot, lines)
+
+    app.oom_reporter = oom_reporter
     return app

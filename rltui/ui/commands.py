@@ -47,6 +47,8 @@ def palette_commands(app: "RltuiApp") -> list[tuple[str, Callable[[], object], s
          "Classes, merged tree and two ranks side by side (s)"),
         ("Report: Write incident report", app.action_incident_report,
          "incident.md and incident.json in a new folder here (i)"),
+        ("OOM: Triage the latest OOM", app.action_oom_triage,
+         "Phase, ranked config changes and a patch (m)"),
     ]
     commands += log_commands(app)
     commands.append(("App: Quit", app.action_quit, "Quit rltui (q)"))

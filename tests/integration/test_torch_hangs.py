@@ -397,10 +397,10 @@ def test_healthy_loop_is_not_a_hang(torch_job):
     report = classify([first, second])
     assert report.verdict == PROGRESSING and report.symptom_id is None
     assert report.pattern is None and symptoms(report) == []
-    # One sample is no hang either: ranks on CPU are working, ranks idle in a sleep unclear.
-    assert classify(second).verdict == WORKING
-    alone = classify(first)
-    assert alone.verdict in (UNCLEAR, WORKING) and symptoms(alone) == []
+    # One sample is no hang either: ranks on CPU are working, ranks idle in a sleep unclear
+    # (which of the two depends on where the dump catches the step).
+    for alone in (classify(first), classify(second)):
+        assert alone.verdict in (UNCLEAR, WORKING) and symptoms(alone) == []
 
 
 @needs_torch

@@ -148,3 +148,25 @@ async def test_the_compare_screen_follows_new_rounds_while_open(tmp_path):
         assert screen.report is app.latest.stacks and screen.report.samples >= 1
         assert {c.op.name for c in screen.report.classes if c.op} == {"all_reduce"}
         assert screen.report is not None and len(screen.report.classes) == 1
+
+
+async def test_m_opens_the_oom_triage_of_the_latest_oom(replay_app):
+    """The with_logs recording: rank 2 logs a CUDA OOM at 40 s. Before it, `m` is hidden and
+    inert; after it, `m` reads the (absent) job config in a worker and shows the triage."""
+    from rltui.ui.screens.oom import OomScreen
+    app = replay_app("with_logs", paused=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        assert app.check_action("oom_triage", ()) is False
+        await pilot.press("e")
+        await pilot.pause()
+        assert app.check_action("oom_triage", ()) is True
+        await pilot.press("m")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert isinstance(app.screen, OomScreen)
+        assert "OOM (cuda-oom) on GPU 2" in app.screen.text
+        assert "Suggestions" in app.screen.text or "No suggestion" in app.screen.text
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is app.main_screen

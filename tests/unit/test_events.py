@@ -193,7 +193,9 @@ def test_verl_2828_summary_and_text():
 
 def test_child_failed_summaries():
     (sigkill,) = run_file("event-child-failed-sigkill.log")
-    assert sigkill.summary == "torchrun: rank 4 (local_rank 4) on node-1 killed by SIGKILL (pid 208585)"
+    assert sigkill.summary == ("torchrun: rank 4 (local_rank 4) on node-1 killed by SIGKILL (pid 208585); "
+                              "possible host OOM: check dmesg / the kernel's OOM killer")
+    assert f(sigkill)["possible_host_oom"] is True
     assert sigkill.time == time.mktime((2026, 5, 21, 18, 37, 16, 0, 0, -1))
     python = run_file("event-child-failed-python.log")[1]
     assert "exited with code 1" in python.summary and "loss is nan" in python.summary
@@ -542,8 +544,8 @@ def test_arbitrary_lines_never_crash_and_events_are_well_formed(lines, source):
     for event in got:
         assert 1 <= event.line_no <= event.end_line <= max(len(lines), 1)
         assert len(event.text) <= tb.MAX_TEXT and len(event.summary) <= 300
-        assert event.kind in ("traceback", "cuda-oom", "engine-oom", "nccl-timeout", "child-failed",
-                              "completion", "failure")
+        assert event.kind in ("traceback", "cuda-oom", "engine-oom", "ray-oom", "nccl-timeout",
+                              "child-failed", "completion", "failure")
         for key, value in event.fields:
             assert isinstance(key, str) and (value is None or isinstance(value, (str, int, float)))
 

@@ -34,6 +34,16 @@ PURE_MODULES = [
     "rltui.diagnosis.hangs",
     "rltui.diagnosis.stackview",
     "rltui.incident",
+    "rltui.diagnosis.oom",
+    "rltui.diagnosis.oom.types",
+    "rltui.diagnosis.oom.estimate",
+    "rltui.diagnosis.oom.needs",
+    "rltui.diagnosis.oom.suggest",
+    "rltui.diagnosis.oom.report",
+    "rltui.diagnosis.oom.frameworks",
+    "rltui.diagnosis.oom.phase",
+    "rltui.diagnosis.oom.numbers",
+    "rltui.parsing.jobconfig",
 ]
 FORBIDDEN = ["textual", "rich", "pynvml", "psutil", "subprocess"]
 

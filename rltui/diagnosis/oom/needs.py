@@ -104,7 +104,7 @@ def estimate_for(shape: ModelShape, config: JobConfig, phase: OomPhase,
                  numbers: OomNumbers) -> dict[str, Any] | None:
     kw = settings_for(config, config.values, phase, numbers)
     if kw is None:
-        kw = {"gpu_capacity": numbers.capacity} if numbers.capacity else {}
+        return None  # no framework config: batch and sequence sizes unknown, no estimate
     try:
         return estimate(shape, **kw).to_json()
     except ValueError:

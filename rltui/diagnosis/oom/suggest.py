@@ -362,10 +362,14 @@ def suggest(ctx: Context) -> tuple[list[Suggestion], list[str]]:
     notes: list[str] = []
     found: list[Suggestion] = []
     frag = _fragmentation(ctx)
+    gpu = ctx.numbers.gpu if ctx.numbers.gpu is not None else "?"
     for pid, used in ctx.numbers.others:
-        if pid not in ctx.job_pids:
-            notes.append(f"process {pid} holds {used / GIB:.2f} GiB on GPU "
-                         f"{ctx.numbers.gpu if ctx.numbers.gpu is not None else '?'}: if it is not "
+        if ctx.job_pids and pid not in ctx.job_pids:
+            notes.append(f"process {pid} holds {used / GIB:.2f} GiB on GPU {gpu} and is not part "
+                         "of this job (an orphaned inference engine, another user): stop it "
+                         "first")
+        elif not ctx.job_pids and len(ctx.numbers.others) > 1:
+            notes.append(f"process {pid} holds {used / GIB:.2f} GiB on GPU {gpu}: if it is not "
                          "part of this job (an orphaned inference engine, another user), stop it "
                          "first")
     rules = RULES.get(ctx.config.framework)

@@ -24,7 +24,7 @@ from rltui.ui.widgets.log_buffer import MAX_BATCH, LogBuffer
 from rltui.ui.widgets.log_lines import LogLines
 
 # Events whose lines count as errors (the "completion" banner is good news).
-ERROR_EVENTS = frozenset({"traceback", "cuda-oom", "engine-oom", "nccl-timeout",
+ERROR_EVENTS = frozenset({"traceback", "cuda-oom", "engine-oom", "ray-oom", "nccl-timeout",
                           "child-failed"})
 
 

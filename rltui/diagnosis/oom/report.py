@@ -1,0 +1,123 @@
+"""Assemble the OOM report: the latest OOM of the snapshot's logs, its phase, the job's config and
+model, ranked suggestions with their memory effects, and the patch (pure).
+
+``find_oom`` picks the event; ``triage`` does the rest; ``report_json`` is the ``oom`` object of
+``diagnose --json`` and ``oom --json`` (docs/oom.md), ``report_text`` its plain twin (the CLI and
+the app's OOM screen show the same text).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from rltui.diagnosis.oom import phase as phase_reader
+from rltui.diagnosis.oom.numbers import numbers_from_event
+from rltui.diagnosis.oom.suggest import Context, patch, suggest
+from rltui.diagnosis.oom.types import JobConfig, OomReport
+from rltui.model import LogEvent, LogFileState, NodeSnapshot
+
+OOM_KINDS = ("cuda-oom", "engine-oom", "ray-oom")
+GIB = 1 << 30
+
+
+def is_oom(event: LogEvent) -> bool:
+    if event.kind in OOM_KINDS:
+        return True
+    return event.kind == "child-failed" and bool(event.field("possible_host_oom"))
+
+
+def find_oom(snap: NodeSnapshot) -> tuple[LogFileState, LogEvent] | None:
+    """The most recent OOM event of any log (by its time, else arrival)."""
+    best = None
+    for log in snap.logs:
+        for e in log.events:
+            if is_oom(e):
+                when = e.time if e.time is not None else e.arrival
+                if best is None or when > best[0]:
+                    best = (when, log, e)
+    return (best[1], best[2]) if best else None
+
+
+def triage(event: LogEvent, before: Sequence[str], config: JobConfig, *,
+           need=None, estimate: Mapping[str, Any] | None = None,
+           job_pids: Sequence[int] = (), notes: Sequence[str] = ()) -> OomReport:
+    """The report for one OOM event. ``need`` maps config values to the bytes the failing phase
+    needs (from the model estimate), so suggestions carry their effect; None leaves effects to the
+    error's own numbers."""
+    numbers = numbers_from_event(event)
+    ph = phase_reader.read_phase(event, before, config.framework)
+    ctx = Context(numbers=numbers, phase=ph, config=config, need=need,
+                  job_pids=frozenset(job_pids))
+    found, more = suggest(ctx)
+    return OomReport(numbers=numbers, phase=ph, framework=config.framework,
+                     suggestions=tuple(found), patch=patch(config.framework, found),
+                     estimate=estimate,
+                     notes=tuple(notes) + tuple(config.problems) + tuple(more))
+
+
+def report_json(r: OomReport) -> dict[str, Any]:
+    n = r.numbers
+    return {
+        "kind": n.kind,
+        "phase": r.phase.phase,
+        "confidence": r.phase.confidence,
+        "reason": r.phase.reason,
+        "role": r.phase.role,
+        "framework": r.framework,
+        "gpu": n.gpu,
+        "numbers": {
+            "requested": n.requested, "capacity": n.capacity, "free": n.free,
+            "allocated": n.allocated, "reserved_unallocated": n.reserved_unallocated,
+            "others": [{"pid": pid, "bytes": used} for pid, used in n.others],
+            "this_process": n.this_process,
+        },
+        "suggestions": [{
+            "key": s.key, "current": s.current, "current_is_default": s.current_is_default,
+            "proposed": s.proposed, "why": s.why, "effect_bytes": s.effect_bytes,
+            "tradeoff": s.tradeoff, "also": [{"key": k, "value": v} for k, v in s.also],
+        } for s in r.suggestions],
+        "patch": r.patch,
+        "estimate": dict(r.estimate) if r.estimate is not None else None,
+        "notes": list(r.notes),
+    }
+
+
+def _gib(n: int | None) -> str:
+    return "?" if n is None else f"{n / GIB:.2f} GiB"
+
+
+def report_text(r: OomReport) -> str:
+    n = r.numbers
+    lines = [f"OOM ({n.kind}) on GPU {n.gpu if n.gpu is not None else '?'}: "
+             f"phase {r.phase.phase} ({r.phase.confidence} confidence"
+             + (f", {r.phase.role}" if r.phase.role else "") + ")",
+             f"  why this phase: {r.phase.reason or 'nothing decided it'}",
+             f"  framework: {r.framework}"]
+    if n.requested is not None or n.capacity is not None:
+        lines.append(f"  tried to allocate {_gib(n.requested)}; capacity {_gib(n.capacity)}, "
+                     f"free {_gib(n.free)}, allocated by PyTorch {_gib(n.allocated)}, "
+                     f"reserved but unallocated {_gib(n.reserved_unallocated)}")
+    for pid, used in n.others:
+        lines.append(f"  process {pid} holds {_gib(used)}")
+    lines.append("")
+    if r.suggestions:
+        lines.append("Suggestions, most direct first:")
+        for i, s in enumerate(r.suggestions, 1):
+            cur = f"{s.current!r}" + (" (default)" if s.current_is_default else "")
+            effect = f", saves about {_gib(s.effect_bytes)}" if s.effect_bytes else ""
+            lines.append(f" {i}. {s.key}: {cur} -> {s.proposed!r}{effect}")
+            for k, v in s.also:
+                lines.append(f"      with {k}: {v!r}")
+            lines.append(f"      why: {s.why}")
+            lines.append(f"      trade-off: {s.tradeoff}")
+    else:
+        lines.append("No suggestion: nothing in the config can be changed for this phase.")
+    if r.patch:
+        lines += ["", "Patch:", *("  " + line for line in r.patch.rstrip("\n").split("\n"))]
+    if r.estimate:
+        lines += ["", "Memory estimate per GPU (before):"]
+        for name, value in (r.estimate.get("components") or {}).items():
+            lines.append(f"  {name:16} {_gib(value)}")
+    if r.notes:
+        lines += [""] + [f"note: {note}" for note in r.notes]
+    return "\n".join(lines) + "\n"
