@@ -178,3 +178,13 @@ def test_every_suggestion_applied_to_its_areal_config_passes_areal_s_checks(area
         if s.key.startswith("env:"):
             continue
         assert set(frameworks.check("areal", _set(values, s.key, s.proposed))) <= before
+
+
+def test_each_suggestion_shows_the_phase_estimate_before_and_after(verl):
+    found, _ = suggest(ctx(verl, "actor-backward", "actor"))
+    priced = [s for s in found if s.need_before is not None]
+    assert priced and all(s.need_after <= s.need_before for s in priced)
+    fsdp2 = next(s for s in found if s.key == "actor_rollout_ref.actor.strategy")
+    assert fsdp2.proposed == "fsdp2"
+    assert ("actor_rollout_ref.actor.fsdp_config.offload_policy", True) in fsdp2.also
+    assert fsdp2.need_after < fsdp2.need_before

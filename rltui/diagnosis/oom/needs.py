@@ -30,8 +30,11 @@ def _verl(get: Callable[[str], Any], phase: OomPhase) -> dict[str, Any]:
     out: dict[str, Any] = {
         "world_size": nodes * per_node,
         "fsdp": str(get(f"{ar}.actor.strategy") or "fsdp").startswith("fsdp"),
-        "offload_params": bool(get(f"{ar}.actor.fsdp_config.param_offload")),
-        "offload_optimizer": bool(get(f"{ar}.actor.fsdp_config.optimizer_offload")),
+        # FSDP2's offload_policy moves parameters, gradients and optimizer states to the host
+        "offload_params": bool(get(f"{ar}.actor.fsdp_config.param_offload")
+                               or get(f"{ar}.actor.fsdp_config.offload_policy")),
+        "offload_optimizer": bool(get(f"{ar}.actor.fsdp_config.optimizer_offload")
+                                  or get(f"{ar}.actor.fsdp_config.offload_policy")),
         "gradient_checkpointing": bool(get(f"{ar}.model.enable_gradient_checkpointing")),
         "rollout_mem_fraction": get(f"{ar}.rollout.gpu_memory_utilization"),
     }

@@ -75,6 +75,7 @@ def report_json(r: OomReport) -> dict[str, Any]:
             "key": s.key, "current": s.current, "current_is_default": s.current_is_default,
             "proposed": s.proposed, "why": s.why, "effect_bytes": s.effect_bytes,
             "tradeoff": s.tradeoff, "also": [{"key": k, "value": v} for k, v in s.also],
+            "estimate_before": s.need_before, "estimate_after": s.need_after,
         } for s in r.suggestions],
         "patch": r.patch,
         "estimate": dict(r.estimate) if r.estimate is not None else None,
@@ -100,12 +101,21 @@ def report_text(r: OomReport) -> str:
     for pid, used in n.others:
         lines.append(f"  process {pid} holds {_gib(used)}")
     lines.append("")
+    shortfall = (n.requested - n.free if n.requested is not None and n.free is not None
+                 else None)
+    if shortfall is not None and shortfall > 0:
+        lines.append(f"  short by {_gib(shortfall)} (requested minus free)")
     if r.suggestions:
         lines.append("Suggestions, most direct first:")
         for i, s in enumerate(r.suggestions, 1):
             cur = f"{s.current!r}" + (" (default)" if s.current_is_default else "")
             effect = f", saves about {_gib(s.effect_bytes)}" if s.effect_bytes else ""
+            if s.effect_bytes and shortfall and s.effect_bytes >= shortfall:
+                effect += " (covers the shortfall)"
             lines.append(f" {i}. {s.key}: {cur} -> {s.proposed!r}{effect}")
+            if s.need_before is not None and s.need_after is not None:
+                lines.append(f"      estimate for the phase: {_gib(s.need_before)} -> "
+                             f"{_gib(s.need_after)}")
             for k, v in s.also:
                 lines.append(f"      with {k}: {v!r}")
             lines.append(f"      why: {s.why}")

@@ -106,6 +106,14 @@ def _fit_free(cur: Any, ctx: Context) -> Any:
     return fits
 
 
+def _fsdp2(cur: Any, ctx: Context) -> Any:
+    return "fsdp2" if cur == "fsdp" else None
+
+
+def _with_offload_policy(new: Any, ctx: Context) -> Sequence[tuple[str, Any]]:
+    return ((VERL_OFFLOAD_POLICY, True),)
+
+
 def _true(cur: Any, ctx: Context) -> Any:
     return None if cur is True else True
 
@@ -138,9 +146,15 @@ VERL_STRATEGY = f"{VERL_AR}.actor.strategy"
 VERL_OFFLOAD_PARAM = f"{VERL_AR}.actor.fsdp_config.param_offload"
 VERL_OFFLOAD_OPT = f"{VERL_AR}.actor.fsdp_config.optimizer_offload"
 VERL_DYN = f"{VERL_AR}.actor.use_dynamic_bsz"
+VERL_OFFLOAD_POLICY = f"{VERL_AR}.actor.fsdp_config.offload_policy"
 VERL_CRITIC_MB = "critic.ppo_micro_batch_size_per_gpu"
 VERL_CRITIC_CKPT = "critic.model.enable_gradient_checkpointing"
 
+FSDP2 = Rule(VERL_STRATEGY, _fsdp2,
+             "FSDP2 with offload_policy keeps parameters, gradients and optimizer states in host "
+             "memory and streams them per layer: the actor's resident share on the GPU drops to "
+             "about one layer", "host-device traffic every step: slower update; needs a verl "
+             "version with FSDP2", also=_with_offload_policy, effect=None)
 LOGITS_WHY = ("log-prob computation materialises micro batch x sequence x vocabulary logits in "
               "fp32; halving the micro batch halves that peak")
 MICRO_TRADEOFF = ("more, smaller forward passes: the log-prob phase gets slower; results are the "
@@ -169,6 +183,7 @@ VERL_RULES: dict[str, list[Rule]] = {
              "GPU to the rollout engine",
              "host-device copies at every phase change: slower steps, more host memory",
              effect=_est(VERL_OFFLOAD_PARAM)),
+        FSDP2,
     ],
     "log-prob": [
         Rule(VERL_LOGPROB_MB, _halve, LOGITS_WHY, MICRO_TRADEOFF, effect=_est(VERL_LOGPROB_MB)),
@@ -199,6 +214,7 @@ VERL_RULES: dict[str, list[Rule]] = {
         Rule(VERL_OFFLOAD_PARAM, _true,
              "the parameter shard lives in host memory outside the forward and backward",
              "host-device copies every step: slower", effect=_est(VERL_OFFLOAD_PARAM)),
+        FSDP2,
     ],
     "critic-update": [
         Rule(VERL_CRITIC_MB, _halve,
@@ -340,9 +356,15 @@ def _rule_suggestion(rule: Rule, ctx: Context) -> tuple[Suggestion | None, str |
         return None, f"{rule.key} -> {new!r} left out: {problems[0]}"
     also = tuple(rule.also(new, ctx))
     effect = rule.effect(cur, new, ctx) if rule.effect is not None else None
+    before = after = None
+    if ctx.need is not None:
+        changed = _set(ctx.config.values, rule.key, new)
+        for k, v in also:
+            changed = _set(changed, k, v)
+        before, after = ctx.need(ctx.config.values), ctx.need(changed)
     return Suggestion(key=rule.key, current=cur, proposed=new, why=rule.why,
                       tradeoff=rule.tradeoff, effect_bytes=effect, current_is_default=default,
-                      also=also), None
+                      also=also, need_before=before, need_after=after), None
 
 
 def generic(ctx: Context) -> list[Suggestion]:

@@ -70,6 +70,9 @@ class Suggestion:
     effect_bytes: int | None = None  # expected memory saved on the failing GPU (positive)
     current_is_default: bool = False
     also: tuple[tuple[str, Any], ...] = ()  # companion changes that keep the config valid
+    # What the estimate says the failing phase holds on one GPU, before and after the change
+    need_before: int | None = None
+    need_after: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
