@@ -390,14 +390,18 @@ def cmd_oom(args: argparse.Namespace) -> int:
     settings, _ = _settings(args)
     if args.duration < 0:
         raise UsageError("--duration must not be negative")
-    for path in (args.job_config, args.model_config):
+    for flag, path in (("--config", args.job_config), ("--model-config", args.model_config)):
         if path and not Path(path).expanduser().exists():
-            raise UsageError(f"{path}: not found")
+            raise UsageError(f"{flag} {path}: not found")
     from rltui.monitor import Monitor
     from rltui.sources.bundle import run_schedule
     bundle = _live_or_demo_bundle(args, settings)
     # Logs and processes are what an OOM is read from; no GPU polls or py-spy rounds needed.
-    bundle.specs = [s for s in bundle.specs if s.source.name in ("procs", "logs")]
+    # Logs given alone are read offline: this node's processes are not that job's.
+    offline = bool(getattr(args, "log", None)) and not getattr(args, "pid", None) \
+        and not getattr(args, "match", None)
+    keep = ("logs",) if offline else ("procs", "logs")
+    bundle.specs = [s for s in bundle.specs if s.source.name in keep]
     monitor = Monitor(host=bundle.host, job=bundle.job, thresholds=settings.thresholds)
     try:
         run_schedule(bundle.specs, args.duration, monitor.ingest)
@@ -406,6 +410,8 @@ def cmd_oom(args: argparse.Namespace) -> int:
     snap, _ = monitor.evaluate(time.time())
     oom = _oom(monitor, snap, args.job_config, args.model_config)
     if oom is None:
+        if snap.unmatched_logs and not snap.logs:
+            raise UsageError("--log " + ", ".join(snap.unmatched_logs) + ": matches no file")
         where = ", ".join(getattr(args, "log", None) or []) or "the job's logs"
         print(f"rltui oom: no OOM found in {where}", file=sys.stderr)
         return EXIT_FOUND

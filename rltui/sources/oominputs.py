@@ -78,16 +78,16 @@ def lines_before(lines: Sequence[Any], path: str, line_no: int, n: int = BEFORE_
 def read_model_config(path: str) -> tuple[dict | None, str]:
     """config.json of a model (a file, or a folder holding one): (data, problem)."""
     p = Path(path).expanduser()
-    if p.is_dir():
-        p = p / "config.json"
     try:
+        if p.is_dir():
+            p = p / "config.json"
         if p.stat().st_size > MAX_MODEL_CONFIG:
             return None, f"{p}: larger than 1 MiB, not a model config"
         data = json.loads(p.read_text(encoding="utf-8", errors="replace"))
     except FileNotFoundError:
         return None, f"{p}: not found"
-    except (OSError, ValueError) as exc:
-        return None, f"{p}: not readable as JSON ({exc})"
+    except (OSError, ValueError, RecursionError) as exc:
+        return None, f"{p}: not readable as JSON ({type(exc).__name__}: {exc})"
     if not isinstance(data, dict):
         return None, f"{p}: not a model config (expected a JSON object)"
     return data, ""
@@ -133,7 +133,8 @@ def gather(snap: NodeSnapshot, lines: Sequence[Any], *, job_config: str | None =
     if config.framework == "unknown":
         seen = framework_in_traceback(event.text)
         if seen != "unknown":
-            config = replace(config, framework=seen)
+            kept = tuple(p for p in config.problems if "framework not recognised" not in p)
+            config = replace(config, framework=seen, problems=kept)
             problems.append(f"framework {seen} recognised from the traceback; its config was not "
                             "found, so its documented defaults stand in (give --config)")
     shape, source, more = model_shape(config, model_config)

@@ -17,9 +17,14 @@ def rltui(*args, cwd=None):
                           timeout=60, cwd=cwd)
 
 
-def test_oom_json_names_phase_numbers_suggestions_and_patch():
+def test_oom_json_names_phase_numbers_suggestions_and_patch(tmp_path):
+    import yaml
+    config = yaml.safe_load((FIXTURES / "configs" / "verl" / "ppo_trainer_min.yaml").read_text())
+    config["actor_rollout_ref"]["rollout"]["log_prob_micro_batch_size_per_gpu"] = 8
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(config))
     out = rltui("oom", "--log", str(OOM_LOGS / "verl-logprob-actor.log"), "--model-config",
-                str(FIXTURES / "models" / "qwen2-7b"), "--json")
+                str(FIXTURES / "models" / "qwen2-7b"), "--config", str(tmp_path / "job.yaml"),
+                "--json")
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert (doc["phase"], doc["confidence"], doc["role"]) == ("log-prob", "high", "actor")
@@ -31,7 +36,7 @@ def test_oom_json_names_phase_numbers_suggestions_and_patch():
     assert doc["suggestions"], doc["notes"]
     for s in doc["suggestions"]:
         assert set(s) >= {"key", "current", "proposed", "why", "effect_bytes", "tradeoff"}
-    assert "actor_rollout_ref." in doc["patch"]
+    assert "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=4" in doc["patch"]
     assert doc["estimate"]["components"]["params"] > 0
 
 

@@ -188,3 +188,37 @@ def test_each_suggestion_shows_the_phase_estimate_before_and_after(verl):
     assert fsdp2.proposed == "fsdp2"
     assert ("actor_rollout_ref.actor.fsdp_config.offload_policy", True) in fsdp2.also
     assert fsdp2.need_after < fsdp2.need_before
+
+
+def test_a_host_oom_gets_host_advice_not_gpu_knobs(verl):
+    numbers = OomNumbers(kind="ray-oom", capacity=int(62.8 * GIB), free=int(1.8 * GIB))
+    found, notes = suggest(ctx(verl, "generation", numbers=numbers, model=False))
+    assert not any(s.key.startswith("actor_rollout_ref.") for s in found)
+    assert any("RAY_memory_usage_threshold" in s.key for s in found)
+    assert any("host memory" in n for n in notes)
+
+
+def test_a_reference_model_oom_turns_the_reference_knob_first(verl):
+    found, _ = suggest(ctx(verl, "log-prob", "ref"))
+    assert found[0].key == "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"
+
+
+def test_a_megatron_actor_gets_no_fsdp_keys(verl):
+    mega = replace(verl, values=_set(verl.values, "actor_rollout_ref.actor.strategy", "megatron"))
+    found, _ = suggest(ctx(mega, "actor-backward", "actor", model=False))
+    assert not any("fsdp" in s.key for s in found)
+
+
+def test_under_dynamic_batching_the_token_budget_is_the_knob(verl):
+    dyn = replace(verl, values=_set(verl.values, "actor_rollout_ref.actor.use_dynamic_bsz", True))
+    found, _ = suggest(ctx(dyn, "actor-backward", "actor", model=False))
+    keys = [s.key for s in found]
+    assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu" not in keys
+    budget = next(s for s in found if s.key == "actor_rollout_ref.actor.ppo_max_token_len_per_gpu")
+    assert budget.proposed >= 1024 + 2048  # never below one prompt + response
+
+
+def test_the_failing_process_listed_alone_is_not_called_another_process(verl):
+    numbers = replace(OOM_80G, others=((42310, OOM_80G.capacity - OOM_80G.free),))
+    _, notes = suggest(ctx(verl, "log-prob", numbers=numbers, job_pids=[1]))
+    assert not any("42310" in n for n in notes)

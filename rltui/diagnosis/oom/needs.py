@@ -27,14 +27,15 @@ def _verl(get: Callable[[str], Any], phase: OomPhase) -> dict[str, Any]:
     nodes = _int(get("trainer.nnodes")) or 1
     per_node = _int(get("trainer.n_gpus_per_node")) or 1
     prompt, response = _int(get("data.max_prompt_length")), _int(get("data.max_response_length"))
+    policy = (get(f"{ar}.actor.strategy") == "fsdp2"
+              and bool(get(f"{ar}.actor.fsdp_config.offload_policy")))
     out: dict[str, Any] = {
         "world_size": nodes * per_node,
         "fsdp": str(get(f"{ar}.actor.strategy") or "fsdp").startswith("fsdp"),
         # FSDP2's offload_policy moves parameters, gradients and optimizer states to the host
-        "offload_params": bool(get(f"{ar}.actor.fsdp_config.param_offload")
-                               or get(f"{ar}.actor.fsdp_config.offload_policy")),
-        "offload_optimizer": bool(get(f"{ar}.actor.fsdp_config.optimizer_offload")
-                                  or get(f"{ar}.actor.fsdp_config.offload_policy")),
+        # (verl reads it only under fsdp2)
+        "offload_params": bool(get(f"{ar}.actor.fsdp_config.param_offload") or policy),
+        "offload_optimizer": bool(get(f"{ar}.actor.fsdp_config.optimizer_offload") or policy),
         "gradient_checkpointing": bool(get(f"{ar}.model.enable_gradient_checkpointing")),
         "rollout_mem_fraction": get(f"{ar}.rollout.gpu_memory_utilization"),
     }

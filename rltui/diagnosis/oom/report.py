@@ -32,8 +32,10 @@ def find_oom(snap: NodeSnapshot) -> tuple[LogFileState, LogEvent] | None:
     for log in snap.logs:
         for e in log.events:
             if is_oom(e):
-                when = e.time if e.time is not None else e.arrival
-                if best is None or when > best[0]:
+                # Tracebacks carry no time and one read gives its lines one arrival: the later
+                # line wins a tie. Arrival orders across files when a log time is missing.
+                when = (e.arrival, e.time or 0.0, e.line_no)
+                if best is None or when >= best[0]:
                     best = (when, log, e)
     return (best[1], best[2]) if best else None
 

@@ -11,13 +11,14 @@ error's own numbers, else they are left unknown (``None``), never guessed.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from rltui.diagnosis.oom import frameworks
 from rltui.diagnosis.oom.types import JobConfig, OomNumbers, OomPhase, Suggestion
 
 GIB = 1 << 30
+SEARCH_LIMIT = 64  # smaller values tried for a batch size the framework rejects
 FRAGMENTED_SHARE = 0.1  # reserved-but-unallocated above this share of the GPU is fragmentation
 ALLOC_ENV = "env:PYTORCH_CUDA_ALLOC_CONF"
 EXPANDABLE = "expandable_segments:True"
@@ -96,9 +97,12 @@ def _fraction_effect(cur: Any, new: Any, ctx: Context) -> int | None:
 
 
 def _fit_free(cur: Any, ctx: Context) -> Any:
-    """An engine that wants more than is free at start: ask for a bit less than what is free."""
+    """An engine that wants more than is free at start: ask for a bit less than what is free.
+    Only the engine's own message says what was free before it took its share; a torch OOM
+    inside the engine's start (CUDA graph capture) reports what is left after, so it steps down
+    like any other."""
     n = ctx.numbers
-    if n.free is None or n.capacity is None or not n.capacity:
+    if n.kind != "engine-oom" or n.free is None or not n.capacity:
         return _fraction_down(cur, ctx)
     fits = round(max(0.1, n.free / n.capacity - 0.05), 2)
     if isinstance(cur, (int, float)) and fits >= cur:
@@ -120,6 +124,41 @@ def _true(cur: Any, ctx: Context) -> Any:
 
 def _halve(cur: Any, ctx: Context) -> Any:
     return _halved(cur)
+
+
+def _dynamic_on(ctx: Context) -> bool:
+    return ctx.get(VERL_DYN)[0] is True
+
+
+def _micro_halve(cur: Any, ctx: Context) -> Any:
+    """verl ignores the micro batch sizes under dynamic batching: the token budget rules."""
+    return None if _dynamic_on(ctx) else _halved(cur)
+
+
+def _tokens_halve(cur: Any, ctx: Context) -> Any:
+    """Under dynamic batching, the token budget per GPU is the knob; never below one sequence."""
+    if not _dynamic_on(ctx):
+        return None
+    new = _halved(cur)
+    prompt, _ = ctx.get("data.max_prompt_length")
+    response, _ = ctx.get("data.max_response_length")
+    if new is not None and isinstance(prompt, int) and isinstance(response, int):
+        new = max(new, prompt + response)
+    return new if isinstance(cur, int) and new is not None and new < cur else None
+
+
+def _dynamic(cur: Any, ctx: Context) -> Any:
+    """Turn dynamic batching on only where its token budget is below what a micro batch holds
+    now; else packing up to the budget would raise the peak."""
+    if cur is True:
+        return None
+    micro, _ = ctx.get(VERL_LOGPROB_MB if ctx.phase.phase == "log-prob" else VERL_PPO_MB)
+    budget, _ = ctx.get(f"{VERL_AR}.actor.ppo_max_token_len_per_gpu")
+    prompt, _ = ctx.get("data.max_prompt_length")
+    response, _ = ctx.get("data.max_response_length")
+    if not all(isinstance(v, int) for v in (micro, budget, prompt, response)):
+        return None
+    return True if micro * (prompt + response) > budget else None
 
 
 def _estimate_effect(cur: Any, new: Any, ctx: Context, key: str = "") -> int | None:
@@ -174,7 +213,8 @@ VERL_RULES: dict[str, list[Rule]] = {
              "cache; the rest of the step (log-prob, the actor's own copy) must fit beside it",
              "a smaller KV cache: fewer sequences decoded at once, slower rollout",
              effect=_fraction_effect),
-        Rule(VERL_LOGPROB_MB, _halve, LOGITS_WHY, MICRO_TRADEOFF, effect=_est(VERL_LOGPROB_MB)),
+        Rule(VERL_LOGPROB_MB, _micro_halve, LOGITS_WHY, MICRO_TRADEOFF,
+             effect=_est(VERL_LOGPROB_MB)),
         Rule(VERL_CKPT, _true,
              "activations are recomputed in backward instead of kept: the actor's peak drops",
              "about 30 % more compute in the actor update", effect=_est(VERL_CKPT)),
@@ -186,24 +226,27 @@ VERL_RULES: dict[str, list[Rule]] = {
         FSDP2,
     ],
     "log-prob": [
-        Rule(VERL_LOGPROB_MB, _halve, LOGITS_WHY, MICRO_TRADEOFF, effect=_est(VERL_LOGPROB_MB)),
-        Rule(VERL_REF_LOGPROB_MB, _halve, LOGITS_WHY + " (reference model)", MICRO_TRADEOFF,
-             effect=_est(VERL_REF_LOGPROB_MB)),
-        Rule(VERL_ROLLOUT_UTIL, _fraction_down,
-             "with the rollout engine colocated, its memory share is not available to the "
-             "log-prob pass",
-             "a smaller KV cache: slower rollout", effect=_fraction_effect),
-        Rule(VERL_DYN, _true,
+        Rule(VERL_LOGPROB_MB, _micro_halve, LOGITS_WHY, MICRO_TRADEOFF,
+             effect=_est(VERL_LOGPROB_MB)),
+        Rule(VERL_REF_LOGPROB_MB, _micro_halve, LOGITS_WHY + " (reference model)",
+             MICRO_TRADEOFF, effect=_est(VERL_REF_LOGPROB_MB)),
+        Rule(f"{VERL_AR}.rollout.log_prob_max_token_len_per_gpu", _tokens_halve,
+             "under dynamic batching the token budget per micro batch sets the logits' size",
+             MICRO_TRADEOFF, effect=None),
+        Rule(VERL_DYN, _dynamic,
              "dynamic batch sizes pack micro batches by token count (ppo_max_token_len_per_gpu) "
              "instead of by sequences: no micro batch exceeds the token limit",
              "micro batch boundaries change; throughput usually improves",
              effect=None),
     ],
     "actor-forward": [
-        Rule(VERL_PPO_MB, _halve,
+        Rule(VERL_PPO_MB, _micro_halve,
              "activations scale with the micro batch; verl accumulates gradients over micro "
              "batches, so ppo_mini_batch_size (the effective batch) is unchanged",
              "more, smaller passes: the actor update gets slower", effect=_est(VERL_PPO_MB)),
+        Rule(f"{VERL_AR}.actor.ppo_max_token_len_per_gpu", _tokens_halve,
+             "under dynamic batching the token budget per micro batch sets the activations",
+             "more, smaller passes: the actor update gets slower", effect=None),
         Rule(VERL_CKPT, _true,
              "activations are recomputed in backward instead of kept",
              "about 30 % more compute in the actor update", effect=_est(VERL_CKPT)),
@@ -217,7 +260,7 @@ VERL_RULES: dict[str, list[Rule]] = {
         FSDP2,
     ],
     "critic-update": [
-        Rule(VERL_CRITIC_MB, _halve,
+        Rule(VERL_CRITIC_MB, _micro_halve,
              "the critic's activations scale with its micro batch; gradients are accumulated, "
              "so its mini batch is unchanged", "slower critic update", effect=_est(VERL_CRITIC_MB)),
         Rule(VERL_CRITIC_CKPT, _true, "activations recomputed in the critic's backward",
@@ -263,10 +306,14 @@ def _min_tokens(ctx: Context) -> int | None:
     new, _ = ctx.get(AREAL_MAX_NEW)
     if isinstance(prompt, int) and isinstance(new, int):
         return prompt + new
-    return None
+    return new if isinstance(new, int) else None  # at least one whole response
 
 
 def _fraction_up(cur: Any, ctx: Context) -> Any:
+    """Only SGLang's own "increase --mem-fraction-static" asks for more; a torch OOM while
+    SGLang starts (CUDA graph capture) needs room outside that share, so it goes down."""
+    if ctx.numbers.engine != "sglang":
+        return _fraction_down(cur, ctx) if ctx.numbers.kind != "engine-oom" else None
     if not isinstance(cur, (int, float)) or isinstance(cur, bool):
         return None
     new = round(min(0.9, float(cur) + 0.1), 2)
@@ -275,6 +322,9 @@ def _fraction_up(cur: Any, ctx: Context) -> Any:
 
 AREAL_RULES: dict[str, list[Rule]] = {
     "engine-start": [
+        Rule("vllm.gpu_memory_utilization", _fit_free,
+             "vLLM asks for gpu_memory_utilization x the GPU at start, and less than that is free",
+             "a smaller KV cache: slower rollout", effect=_fraction_effect),
         Rule(AREAL_MEM_FRACTION, _fraction_up,
              "SGLang could not fit the weights and a minimal KV cache in mem_fraction_static of "
              "the GPU (its own message asks to increase it)",
@@ -293,8 +343,6 @@ AREAL_RULES: dict[str, list[Rule]] = {
         Rule(AREAL_MAX_TOKENS, _tokens_down,
              "micro batches are packed up to max_tokens_per_mb tokens; the logits of a micro batch "
              "scale with it", MICRO_TRADEOFF, effect=_est(AREAL_MAX_TOKENS)),
-        Rule(AREAL_CKPT, _true, "activations recomputed in backward",
-             "about 30 % more compute in the update", effect=_est(AREAL_CKPT)),
     ],
     "actor-forward": [
         Rule(AREAL_MAX_TOKENS, _tokens_down,
@@ -337,19 +385,20 @@ def _rule_suggestion(rule: Rule, ctx: Context) -> tuple[Suggestion | None, str |
     new = rule.propose(cur, ctx)
     if new is None or new == cur:
         return None, None
-    before = set(frameworks.check(ctx.config.framework, ctx.config.values))
+    known = set(frameworks.check(ctx.config.framework, ctx.config.values))
 
     def broken(value: Any) -> list[str]:
         after = _set(ctx.config.values, rule.key, value)
         for k, v in rule.also(value, ctx):
             after = _set(after, k, v)
-        return [p for p in frameworks.check(ctx.config.framework, after) if p not in before]
+        return [p for p in frameworks.check(ctx.config.framework, after) if p not in known]
 
     problems = broken(new)
     if problems and isinstance(new, int) and not isinstance(new, bool):
         # A halved batch the framework rejects (it must divide the per-GPU batch): the next
-        # smaller value it accepts still shrinks the peak.
-        valid = next((v for v in range(new - 1, 0, -1) if not broken(v)), None)
+        # smaller value it accepts still shrinks the peak. Bounded: a batch is small.
+        valid = next((v for v in range(new - 1, max(0, new - SEARCH_LIMIT), -1)
+                      if not broken(v)), None)
         if valid is not None:
             new, problems = valid, []
     if problems:
@@ -379,13 +428,71 @@ def generic(ctx: Context) -> list[Suggestion]:
     return out
 
 
+HOST_KINDS = ("ray-oom", "host-oom")
+
+
+def host(ctx: Context) -> tuple[list[Suggestion], list[str]]:
+    """The node ran out of host memory (Ray's OOM killer, or a SIGKILL with no traceback): GPU
+    knobs do not help, and offloading to the host would make it worse."""
+    n = ctx.numbers
+    found = [
+        Suggestion(key="env:RAY_memory_usage_threshold", current=None, proposed="0.98",
+                   current_is_default=True,
+                   why="Ray kills workers when the node's memory use passes this share (0.95 "
+                       "by default); a little more headroom helps only when the node is close",
+                   tradeoff="the kernel's OOM killer may strike instead, less gracefully"),
+        Suggestion(key="ray object store", current=None, proposed="smaller, with spilling",
+                   current_is_default=True,
+                   why="the object store reserves host memory up front (about 30 % of it); "
+                       "`ray start --object-store-memory=...` with object spilling to disk "
+                       "leaves more to the workers",
+                   tradeoff="objects that do not fit spill to disk: slower transfers"),
+        Suggestion(key="host offload", current=None, proposed="off",
+                   current_is_default=True,
+                   why="parameter, optimizer or activation offload keeps those tensors in host "
+                       "memory; on a node short of host memory turn it off (and trade GPU "
+                       "memory for it)",
+                   tradeoff="more GPU memory used"),
+    ]
+    notes = []
+    if n.kind == "host-oom":
+        notes.append("a rank was killed by SIGKILL with no Python error: possibly the kernel's "
+                     "OOM killer; check `dmesg -T | grep -i -E 'killed process|out of memory'`")
+    if n.capacity:
+        notes.append("the numbers are host memory (the node's RAM), not a GPU's")
+    return found, notes
+
+
+def _fits_strategy(rule: Rule, ctx: Context) -> bool:
+    """FSDP keys mean nothing to a Megatron actor (verl ignores them)."""
+    strategy, _ = ctx.get(VERL_STRATEGY)
+    if ctx.config.framework == "verl" and str(strategy).startswith("megatron"):
+        return "fsdp" not in rule.key and rule.key != VERL_STRATEGY
+    return True
+
+
+def _for_role(rules: Sequence[Rule], ctx: Context) -> list[Rule]:
+    """The reference model's knobs first when the reference model failed."""
+    if ctx.phase.role != "ref":
+        return list(rules)
+    if ctx.config.framework == "areal":
+        return [replace(r, key="ref" + r.key[len("actor"):]) if r.key.startswith("actor.mb_spec")
+                else r for r in rules]
+    return sorted(rules, key=lambda r: ".ref." not in r.key)
+
+
 def suggest(ctx: Context) -> tuple[list[Suggestion], list[str]]:
     """Ranked suggestions and notes (why some were left out, what was not recognised)."""
+    if ctx.numbers.kind in HOST_KINDS:
+        return host(ctx)
     notes: list[str] = []
     found: list[Suggestion] = []
     frag = _fragmentation(ctx)
     gpu = ctx.numbers.gpu if ctx.numbers.gpu is not None else "?"
-    for pid, used in ctx.numbers.others:
+    n = ctx.numbers
+    itself = (len(n.others) == 1 and n.capacity is not None and n.free is not None
+              and abs(n.others[0][1] - (n.capacity - n.free)) <= 0.02 * n.capacity)
+    for pid, used in ([] if itself else n.others):
         if ctx.job_pids and pid not in ctx.job_pids:
             notes.append(f"process {pid} holds {used / GIB:.2f} GiB on GPU {gpu} and is not part "
                          "of this job (an orphaned inference engine, another user): stop it "
@@ -396,11 +503,18 @@ def suggest(ctx: Context) -> tuple[list[Suggestion], list[str]]:
                          "first")
     rules = RULES.get(ctx.config.framework)
     if rules is None:
-        notes.append("framework not recognised: generic PyTorch advice only (give the config "
-                     "with --config to get exact keys)")
+        if ctx.config.framework == "unknown":
+            notes.append("framework not recognised: generic PyTorch advice only (give the "
+                         "config with --config to get exact keys)")
+        else:
+            notes.append(f"{ctx.config.framework}: no config rules yet, generic PyTorch advice "
+                         "only")
         found = generic(ctx)
     else:
-        for rule in rules.get(ctx.phase.phase, rules["unknown"]):
+        chosen = _for_role(rules.get(ctx.phase.phase, rules["unknown"]), ctx)
+        for rule in chosen:
+            if not _fits_strategy(rule, ctx):
+                continue
             s, note = _rule_suggestion(rule, ctx)
             if note:
                 notes.append(note)
