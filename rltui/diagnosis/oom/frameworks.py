@@ -314,6 +314,25 @@ def check(framework: str, values: Mapping[str, Any]) -> list[str]:
     return []
 
 
+def _mini_and_global_micro(prefix: str, tbs: int | None, mini: int | None,
+                           micro_global: int | None, sp: int, n_gpus: int | None) -> list[str]:
+    """verl's checks of a mini batch against the train batch and the (deprecated) global micro
+    batch, the same for the actor and the critic."""
+    out = []
+    if tbs is not None and mini is not None and tbs < mini:
+        out.append(f"data.train_batch_size ({tbs}) must be >= {prefix}.ppo_mini_batch_size "
+                   f"({mini})")
+    if micro_global is not None and mini is not None and micro_global > 0:
+        if mini % micro_global:
+            out.append(f"{prefix}.ppo_mini_batch_size ({mini}) must be divisible by "
+                       f"{prefix}.ppo_micro_batch_size ({micro_global})")
+        if n_gpus and micro_global * sp < n_gpus:
+            out.append(f"{prefix}.ppo_micro_batch_size ({micro_global}) x "
+                       f"ulysses_sequence_parallel_size ({sp}) must be >= the GPU count "
+                       f"({n_gpus})")
+    return out
+
+
 def _both_or_neither(get: Callable[[str], Any], section: str, name: str,
                      why: str) -> list[str]:
     """verl's check_mutually_exclusive: exactly one of the deprecated global key and its
@@ -369,17 +388,7 @@ def _check_verl(get: Callable[[str], Any]) -> list[str]:
     if not dyn:
         out += _both_or_neither(get, f"{AR}.actor", "ppo_micro_batch_size",
                                 "when use_dynamic_bsz is false")
-        if tbs is not None and mini is not None and tbs < mini:
-            out.append(f"data.train_batch_size ({tbs}) must be >= "
-                       f"{AR}.actor.ppo_mini_batch_size ({mini})")
-        if micro_global is not None and mini is not None and micro_global > 0:
-            if mini % micro_global:
-                out.append(f"{AR}.actor.ppo_mini_batch_size ({mini}) must be divisible by "
-                           f"{AR}.actor.ppo_micro_batch_size ({micro_global})")
-            if n_gpus and micro_global * sp < n_gpus:
-                out.append(f"{AR}.actor.ppo_micro_batch_size ({micro_global}) x "
-                           f"ulysses_sequence_parallel_size ({sp}) must be >= the GPU count "
-                           f"({n_gpus})")
+        out += _mini_and_global_micro(f"{AR}.actor", tbs, mini, micro_global, sp, n_gpus)
 
     # fsdp_workers.ActorRolloutRefWorker: the mini batch per GPU after normalisation.
     if strategy in ("fsdp", "fsdp2") and mini is not None and n is not None and n_gpus:
@@ -476,17 +485,7 @@ def _check_verl_critic(get: Callable[[str], Any], tbs: int | None,
     if not dyn:
         out += _both_or_neither(get, "critic", "ppo_micro_batch_size",
                                 "when the run has a critic and use_dynamic_bsz is false")
-        if tbs is not None and mini is not None and tbs < mini:
-            out.append(f"data.train_batch_size ({tbs}) must be >= critic.ppo_mini_batch_size "
-                       f"({mini})")
-        if micro_global is not None and mini is not None and micro_global > 0:
-            if mini % micro_global:
-                out.append(f"critic.ppo_mini_batch_size ({mini}) must be divisible by "
-                           f"critic.ppo_micro_batch_size ({micro_global})")
-            if n_gpus and micro_global * sp < n_gpus:
-                out.append(f"critic.ppo_micro_batch_size ({micro_global}) x "
-                           f"ulysses_sequence_parallel_size ({sp}) must be >= the GPU count "
-                           f"({n_gpus})")
+        out += _mini_and_global_micro("critic", tbs, mini, micro_global, sp, n_gpus)
     if get("critic.strategy") in ("fsdp", "fsdp2") and mini is not None and n is not None \
             and n_gpus:
         out += _per_gpu_mini("critic", mini, n, n_gpus, sp, micro_gpu, "critic.rollout_n")
