@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from rltui.diagnosis.oom import frameworks
 from rltui.diagnosis.oom.estimate import ModelShape
 from rltui.diagnosis.oom.needs import need_for
-from rltui.diagnosis.oom.suggest import ALLOC_ENV, Context, _set, patch, suggest
+from rltui.diagnosis.oom.suggest import ALLOC_ENV, HALF, Context, _set, patch, suggest
 from rltui.diagnosis.oom.types import JobConfig, OomNumbers, OomPhase
 from rltui.sources.jobconfig import load_job_config
 
@@ -159,7 +159,7 @@ def test_every_suggestion_applied_to_its_verl_config_passes_verl_s_checks(
     before = set(frameworks.check("verl", values))
     found, _ = suggest(ctx(cfg, phase, model=False))
     for s in found:
-        if s.key.startswith("env:"):
+        if s.key.startswith("env:") or s.proposed == HALF:  # a direction, not a value
             continue
         after = _set(values, s.key, s.proposed)
         for k, v in s.also:
@@ -175,7 +175,7 @@ def test_every_suggestion_applied_to_its_areal_config_passes_areal_s_checks(area
     before = set(frameworks.check("areal", values))
     found, _ = suggest(ctx(cfg, phase, model=False))
     for s in found:
-        if s.key.startswith("env:"):
+        if s.key.startswith("env:") or s.proposed == HALF:
             continue
         assert set(frameworks.check("areal", _set(values, s.key, s.proposed))) <= before
 
@@ -222,3 +222,12 @@ def test_the_failing_process_listed_alone_is_not_called_another_process(verl):
     numbers = replace(OOM_80G, others=((42310, OOM_80G.capacity - OOM_80G.free),))
     _, notes = suggest(ctx(verl, "log-prob", numbers=numbers, job_pids=[1]))
     assert not any("42310" in n for n in notes)
+
+
+def test_without_the_job_s_values_the_knob_is_named_with_a_direction_and_left_out_of_the_patch():
+    cfg = JobConfig(framework="verl")  # recognised from the traceback, config not found
+    found, _ = suggest(ctx(cfg, "log-prob", "actor", model=False))
+    first = found[0]
+    assert first.key == "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"
+    assert (first.current, first.proposed) == (None, HALF)
+    assert "log_prob_micro_batch_size_per_gpu" not in patch("verl", found)

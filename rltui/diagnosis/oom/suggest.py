@@ -416,6 +416,10 @@ def _rule_suggestion(rule: Rule, ctx: Context) -> tuple[Suggestion | None, str |
                       also=also, need_before=before, need_after=after), None
 
 
+HALVING = (_halve, _micro_halve, _tokens_down)
+HALF = "half of the job's value"
+
+
 def generic(ctx: Context) -> list[Suggestion]:
     """A framework rltui does not know: the PyTorch-level advice, in words (no key to patch)."""
     out = [Suggestion(key="micro batch size", current=None, proposed="half",
@@ -518,6 +522,11 @@ def suggest(ctx: Context) -> tuple[list[Suggestion], list[str]]:
             s, note = _rule_suggestion(rule, ctx)
             if note:
                 notes.append(note)
+            if s is None and rule.propose in HALVING and ctx.get(rule.key)[0] is None:
+                # The job's value is not known (its config was not read, or it relies on a
+                # value verl derives): the direction still helps, without a number.
+                s = Suggestion(key=rule.key, current=None, proposed=HALF, why=rule.why,
+                               tradeoff=rule.tradeoff, current_is_default=True)
             if s is not None and all(s.key != f.key for f in found):
                 found.append(s)
     # Fragmentation first when it alone explains the failure (the request would fit in what is
@@ -542,7 +551,8 @@ def patch(framework: str, suggestions: Sequence[Suggestion], take: int = 2) -> s
     """The first ``take`` config suggestions (with their companions) and any environment
     change, ready to paste: Hydra overrides for verl, a YAML fragment for AReaL."""
     env = [s for s in suggestions if s.key.startswith("env:")]
-    conf = [s for s in suggestions if not s.key.startswith("env:") and "." in s.key][:take]
+    conf = [s for s in suggestions if not s.key.startswith("env:") and "." in s.key
+            and s.proposed != HALF][:take]
     changes = [(s.key, s.proposed) for s in conf] + [kv for s in conf for kv in s.also]
     lines: list[str] = []
     for s in env:
