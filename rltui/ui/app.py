@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Awaitable, Callable, Iterable, Sequence
 
-from textual.app import App, SystemCommand
+from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
@@ -254,17 +254,21 @@ class RltuiApp(App[int]):
 
     def _show(self, view: View) -> None:
         self.latest = view
+        try:
+            screen = self.screen
+        except ScreenStackError:
+            return  # a poll that ends while the app shuts down: nothing left to draw on
         keys = (self._has_oom(), view.stacks is not None)
         if keys != self._footer_keys:  # the footer lists the m and s keys only when they work
             self._footer_keys = keys
             self.refresh_bindings()
         self.main_screen.show(view)
-        if isinstance(self.screen, LogFileScreen):
-            self.screen.show(view)  # it catches up by sequence number if it missed some
-        elif isinstance(self.screen, StacksScreen) and view.stacks is not None:
+        if isinstance(screen, LogFileScreen):
+            screen.show(view)  # it catches up by sequence number if it missed some
+        elif isinstance(screen, StacksScreen) and view.stacks is not None:
             if view.stacks is not self._stacks_shown:
                 self._stacks_shown = view.stacks
-                self.screen.show_report(view.stacks)
+                screen.show_report(view.stacks)
 
     def _redraw(self) -> None:
         """Show the last evaluation again with the current mode, speed and palette."""
