@@ -170,3 +170,25 @@ async def test_m_opens_the_oom_triage_of_the_latest_oom(replay_app):
         await pilot.press("escape")
         await pilot.pause()
         assert app.screen is app.main_screen
+
+
+async def test_enter_on_the_oom_symptom_opens_its_triage(replay_app):
+    """The OOM screen opens from the symptom itself (the cuda-oom row), not only with m."""
+    from rltui.ui.screens.oom import OomScreen
+    app = replay_app("with_logs", paused=True)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("e")
+        await pilot.pause()
+        pane = app.main_screen.symptoms
+        ids = [s.id for s in app.latest.diagnosis.symptoms]
+        pane.options.focus()
+        pane.options.highlighted = ids.index("cuda-oom")
+        await pilot.press("enter")
+        # The action runs after the key's handler, then its worker reads the configs: wait
+        # for each step to settle (bounded) rather than for a time.
+        for _ in range(50):
+            await pilot.pause()
+            await app.workers.wait_for_complete()
+            if isinstance(app.screen, OomScreen):
+                break
+        assert isinstance(app.screen, OomScreen)

@@ -53,7 +53,8 @@ FIXED_COLOURS: tuple[tuple[str, str], ...] = (
 EXTRA_KEYS: tuple[tuple[str, str], ...] = (
     ("tab / shift+tab", "Move between panes"),
     ("up / down / pgup / pgdn", "Move in the focused table or list"),
-    ("enter", "In Symptoms: zoom to read the highlighted symptom in full"),
+    ("enter", "In Symptoms: zoom to read the highlighted symptom in full (on cuda-oom: "
+              "open the OOM triage)"),
     ("escape", "Zoom out; close this help; close a full-screen log"),
     ("right / left", "In a log view: scroll sideways (a line that goes on ends in …)"),
     ("ctrl+p", "Command palette (every action, e.g. 'Theme: Light')"),

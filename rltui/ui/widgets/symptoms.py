@@ -27,6 +27,9 @@ def symptom_key(s: Symptom) -> str:
     return f"{s.id}:{compact(s.ranks)}"
 
 
+OOM_SYMPTOMS = ("cuda-oom",)  # symptoms whose Enter opens the OOM triage
+
+
 class SymptomsPane(Vertical):
     ALLOW_MAXIMIZE = True
 
@@ -126,8 +129,13 @@ class SymptomsPane(Vertical):
         self._show_detail()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        # Enter: read the whole symptom; escape (or z) zooms back out.
+        # Enter: read the whole symptom; escape (or z) zooms back out. On an OOM, Enter opens
+        # its triage (phase, config changes, patch) instead: what the symptom's next steps ask.
         event.stop()
+        s = self.selected
+        if s is not None and s.id in OOM_SYMPTOMS and self.app.check_action("oom_triage", ()):
+            self.app.call_later(self.app.run_action, "oom_triage")
+            return
         if self.screen.maximized is None:
             self.screen.maximize(self, container=False)
 
