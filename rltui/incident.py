@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from rltui import __version__
 from rltui.diagnosis.stacks import StackReport, report_json, where
+from rltui.diagnosis.stackview import class_label, member_labels
 from rltui.model import Diagnosis, Frame, NodeSnapshot, ProcInfo, ThreadStack
 from rltui.rankset import compact
 from rltui.redact import scrub_text
@@ -46,13 +47,6 @@ class ReportInputs:
 
 # -- the document ----------------------------------------------------------------------------------
 
-def class_labels(report: StackReport | None) -> dict[int, str]:
-    """Member (rank, or ``-1 - pid``) -> class label ``#1``, ``#2`` ... in the report's order."""
-    if report is None:
-        return {}
-    return {m: f"#{i}" for i, c in enumerate(report.classes, 1) for m in c.members}
-
-
 def _frame(f: Frame) -> dict[str, Any]:
     out: dict[str, Any] = {"name": f.name, "file": f.filename, "line": f.line}
     if f.native:
@@ -64,13 +58,13 @@ def _class_stacks(report: StackReport) -> list[dict[str, Any]]:
     """One full stack per class: the chosen thread of its first member, innermost first."""
     out = []
     tree = report.tree
-    for i, c in enumerate(report.classes, 1):
+    for i, c in enumerate(report.classes):
         member = c.members[0]
         thread: ThreadStack | None = tree.chosen.get(member) if tree is not None else None
         dump = tree.dumps.get(member) if tree is not None else None
         frames = thread.frames if thread is not None else tuple(reversed(c.frames))
         out.append({
-            "class": f"#{i}",
+            "class": class_label(i),
             "ranks": compact(c.ranks),
             "member_rank": member if member >= 0 else None,
             "pid": dump.pid if dump is not None else (-1 - member if member < 0 else None),
@@ -131,7 +125,7 @@ def _debug_env(snap: NodeSnapshot) -> dict[str, dict[str, str]]:
 def build(inputs: ReportInputs) -> dict[str, Any]:
     """The JSON document of an incident."""
     snap, diag, stacks = inputs.snapshot, inputs.diagnosis, inputs.stacks
-    labels = class_labels(stacks)
+    labels = member_labels(stacks) if stacks is not None else {}
     return {
         "schema": SCHEMA,
         "kind": "rltui-incident",

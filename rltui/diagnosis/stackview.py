@@ -175,10 +175,16 @@ def class_rows(report: StackReport) -> tuple[ClassRow, ...]:
                  for i, c in enumerate(report.classes))
 
 
+def member_labels(report: StackReport) -> dict[int, str]:
+    """``member -> "#1"`` for every member (a rank, or ``-1 - pid`` for a process without
+    one): the numbering the compare screen, the rank table and the incident report share."""
+    return {m: class_label(i) for i, c in enumerate(report.classes) for m in c.members}
+
+
 def class_labels(report: StackReport) -> dict[int, str]:
     """``rank -> "#1"``: the class of every rank that has a stack (processes without a rank
     are left out)."""
-    return {m: class_label(i) for i, c in enumerate(report.classes) for m in c.members if m >= 0}
+    return {m: label for m, label in member_labels(report).items() if m >= 0}
 
 
 # -- the merged tree -------------------------------------------------------------------------------

@@ -147,26 +147,18 @@ def gather(snap: NodeSnapshot, lines: Sequence[Any], *, job_config: str | None =
 def oom_report(snap: NodeSnapshot, lines: Sequence[Any], *, job_config: str | None = None,
                model_config: str | None = None, cwd: str | None = None):
     """The OOM report of the snapshot's latest OOM (reading the configs), or None."""
-    from rltui.diagnosis.oom.needs import estimate_for, need_for
     from rltui.diagnosis.oom.report import triage
 
     inputs = gather(snap, lines, job_config=job_config, model_config=model_config, cwd=cwd)
     if inputs is None:
         return None
-    need = estimate = None
     notes = list(inputs.problems)
     if inputs.model is not None:
-        from rltui.diagnosis.oom.numbers import numbers_from_event
-        from rltui.diagnosis.oom.phase import read_phase
-        numbers = numbers_from_event(inputs.event)
-        phase = read_phase(inputs.event, inputs.before, inputs.config.framework)
-        need = need_for(inputs.model, inputs.config, phase, numbers)
-        estimate = estimate_for(inputs.model, inputs.config, phase, numbers)
         notes.append(f"model shape from {inputs.model_source}")
     else:
         notes.append("no model config: suggestions carry no memory estimate (give "
                      "--model-config PATH/config.json)")
-    return triage(inputs.event, inputs.before, inputs.config, need=need, estimate=estimate,
+    return triage(inputs.event, inputs.before, inputs.config, shape=inputs.model,
                   job_pids=inputs.job_pids, notes=notes)
 
 

@@ -115,6 +115,8 @@ class RltuiApp(App[int]):
         self._last_tick = 0.0
         self._bundle_closed = False
         self._stacks_shown: object = None  # the report the stacks screen shows
+        # (a log holds an OOM, the stacks were read), as of the last view shown: the footer and
+        # the m key follow it; found once per view, not once per binding check.
         self._footer_keys: tuple[bool, bool] = (False, False)
         self.source_lines: Callable[[str, int], object] | None = None  # set by build_app
         self.report_folder: Callable[[float], str] = lambda now: default_folder(
@@ -304,7 +306,7 @@ class RltuiApp(App[int]):
         if action in ("refresh", "dump_stacks") and replay:
             return False  # a recording has nothing new to poll
         if action == "oom_triage":
-            return self._has_oom()  # shown (and live) only when a log holds an OOM
+            return self._footer_keys[0]  # shown (and live) only when a log holds an OOM
         if action == "show_stacks" and replay:
             # A recording without stacks gets no footer entry for them (room on 80 columns).
             return self.latest is not None and self.latest.stacks is not None
@@ -437,7 +439,7 @@ class RltuiApp(App[int]):
 
     def action_oom_triage(self) -> None:
         """Read the job's config (a worker: files) and show the OOM triage."""
-        if self.latest is None or self.oom_reporter is None or not self._has_oom():
+        if self.latest is None or self.oom_reporter is None or not self._footer_keys[0]:
             self.notify("No OOM in the logs.", severity="information")
             return
         snapshot, lines = self.latest.snapshot, self.monitor.tracker.logbook.lines()

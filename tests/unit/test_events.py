@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from rltui.parsing import distfail, events, oom
 from rltui.parsing import tracebacks as tb
 from rltui.parsing.events import EventReader
+from tests.unit.event_fixtures import check_fixture_events
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 GiB, MiB, KiB = 2**30, 2**20, 2**10
@@ -172,15 +173,7 @@ def test_every_event_fixture_is_in_the_table():
 
 @pytest.mark.parametrize("name", sorted(FIXTURES))
 def test_fixture_events(name):
-    got = run_file(name)
-    want = FIXTURES[name]
-    assert [(e.kind, e.line_no, e.end_line) for e in got] == [w[:3] for w in want]
-    for event, (_, _, _, fields) in zip(got, want, strict=True):
-        have = f(event)
-        for key, value in fields.items():
-            assert have.get(key) == value, (name, event.line_no, key)
-        assert event.summary and "\n" not in event.summary and len(event.summary) <= 300
-        assert event.text
+    check_fixture_events(name, run_file(name), FIXTURES[name])
 
 
 def test_verl_2828_summary_and_text():

@@ -16,6 +16,7 @@ from rltui.model import LogEvent
 from rltui.parsing import distfail, oom
 from rltui.parsing.events import NCCL_WINDOW, EventReader
 from rltui.parsing.noise import strip_noise
+from tests.unit.event_fixtures import check_fixture_events
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / "fixtures" / "logs"
@@ -116,15 +117,7 @@ def test_every_oom_fixture_is_in_the_table():
 
 @pytest.mark.parametrize("name", sorted(FIXTURES))
 def test_oom_fixture_events(name):
-    got = run_cleaned(OOM_LOGS / name)
-    want = FIXTURES[name]
-    assert [(e.kind, e.line_no, e.end_line) for e in got] == [w[:3] for w in want]
-    for event, (_, _, _, fields) in zip(got, want, strict=True):
-        have = f(event)
-        for key, value in fields.items():
-            assert have.get(key) == value, (name, event.line_no, key)
-        assert event.summary and "\n" not in event.summary and len(event.summary) <= 300
-        assert event.text
+    check_fixture_events(name, run_cleaned(OOM_LOGS / name), FIXTURES[name])
 
 
 def test_ray_oom_summary_and_text():

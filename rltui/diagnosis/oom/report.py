@@ -8,9 +8,11 @@ the app's OOM screen show the same text).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from rltui.diagnosis.oom import phase as phase_reader
+from rltui.diagnosis.oom.estimate import ModelShape
+from rltui.diagnosis.oom.needs import estimate_for, need_for
 from rltui.diagnosis.oom.numbers import numbers_from_event
 from rltui.diagnosis.oom.suggest import Context, patch, suggest
 from rltui.diagnosis.oom.types import JobConfig, OomReport
@@ -41,13 +43,16 @@ def find_oom(snap: NodeSnapshot) -> tuple[LogFileState, LogEvent] | None:
 
 
 def triage(event: LogEvent, before: Sequence[str], config: JobConfig, *,
-           need=None, estimate: Mapping[str, Any] | None = None,
-           job_pids: Sequence[int] = (), notes: Sequence[str] = ()) -> OomReport:
-    """The report for one OOM event. ``need`` maps config values to the bytes the failing phase
-    needs (from the model estimate), so suggestions carry their effect; None leaves effects to the
-    error's own numbers."""
+           shape: ModelShape | None = None, job_pids: Sequence[int] = (),
+           notes: Sequence[str] = ()) -> OomReport:
+    """The report for one OOM event. With the model's ``shape``, suggestions carry their memory
+    effect and the report the estimate; without it effects come from the error's own numbers."""
     numbers = numbers_from_event(event)
     ph = phase_reader.read_phase(event, before, config.framework)
+    need = estimate = None
+    if shape is not None:
+        need = need_for(shape, config, ph, numbers)
+        estimate = estimate_for(shape, config, ph, numbers)
     ctx = Context(numbers=numbers, phase=ph, config=config, need=need,
                   job_pids=frozenset(job_pids))
     found, more = suggest(ctx)

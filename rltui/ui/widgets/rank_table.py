@@ -20,6 +20,7 @@ from typing import Sequence
 from textual.binding import Binding
 
 from rltui.diagnosis.stacktree import StackClass, short_name
+from rltui.diagnosis.stackview import class_label
 from rltui.model import DepartedRank, LogFileState, ProcInfo
 from rltui.ui.messages import View
 from rltui.ui.widgets.cells import set_title, NOT_YET, Cell, HistoryCursor, age, na, percent, spark
@@ -95,7 +96,7 @@ class RankPane(TablePane):
         snap = view.snapshot
         self._utils = {g.index: g.util for g in snap.gpus}
         self._logs = log_index(snap)
-        self._stack_classes = ({m: (f"#{i}", c) for i, c in enumerate(view.stacks.classes, 1)
+        self._stack_classes = ({m: (class_label(i), c) for i, c in enumerate(view.stacks.classes)
                                 for m in c.members} if view.stacks is not None else {})
         live = snap.live_procs
         for seen in self._cursor.new(view.history):
