@@ -1,0 +1,29 @@
+"""Workflows that pass: the reward is 1.0 when the server echoes the prompt back.
+
+``EchoAgent`` returns a float, ``DictAgent`` a dict of rewards. ``KeyInErrorAgent`` fails with
+the API key in its message (the check must never show it).
+"""
+
+from fakechat import chat, prompt_of, score
+
+
+class EchoAgent:
+    async def run(self, data, **extra_kwargs):
+        prompt = prompt_of(data)
+        answer = await chat(prompt, **extra_kwargs)
+        return score(prompt, answer)
+
+
+class DictAgent:
+    def __init__(self, weight=1.0):
+        self.weight = weight
+
+    async def run(self, data, **extra_kwargs):
+        prompt = prompt_of(data)
+        answer = await chat(prompt, **extra_kwargs)
+        return {"correct": score(prompt, answer) * self.weight, "length": len(answer)}
+
+
+class KeyInErrorAgent:
+    async def run(self, data, **extra_kwargs):
+        raise PermissionError(f"login refused for key {extra_kwargs.get('api_key')}")

@@ -1,0 +1,35 @@
+"""Start the loopback chat server for tests, and where the sample agents live."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Optional
+
+AGENTS = Path(__file__).resolve().parent
+SERVER = AGENTS / "chat_server.py"
+
+
+@contextmanager
+def chat_server(api_key: Optional[str] = None) -> Iterator[str]:
+    """A running chat server; yields its base URL (``http://127.0.0.1:PORT/v1``). Waits on the
+    line the server prints once it accepts connections, never on a clock."""
+    cmd = [sys.executable, str(SERVER), "--port", "0"] + (["--api-key", api_key] if api_key
+                                                          else [])
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        if not line.startswith("listening "):
+            raise RuntimeError(f"chat server did not start: {line!r} {proc.stderr.read()}")
+        yield line.split(" ", 1)[1].strip()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def write_jsonl(path: Path, rows: list) -> Path:
+    import json
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
