@@ -131,6 +131,26 @@ def build_parser() -> argparse.ArgumentParser:
                                     "in the file name, or one file with several dumps.")
     st.add_argument("dir", metavar="DIR")
     _add_config_option(st)
+
+    from rltui.checks.rollout.cli import add_arguments as rollout_arguments
+    from rltui.checks.workflow.cli import add_arguments as workflow_arguments
+    rollout_arguments(sub.add_parser(
+        "rollout-check", help="compare a reference (HF model or endpoint) with an inference "
+                              "server, greedy, token by token",
+        description="Sends the same token ids, greedy, to a reference (a local HF transformers "
+                    "model or a second endpoint) and to the inference server, and reports "
+                    "agreement, the first divergent token, answer accuracy on each side and the "
+                    "log-prob difference (docs/rollout-check.md). Exit 0: consistent; 1: "
+                    "divergence found; 2: usage or input error; 3: could not finish (partial "
+                    "results kept)."))
+    workflow_arguments(sub.add_parser(
+        "workflow-check", help="run an agent workflow once, then at RL concurrency",
+        description="Imports module:Class with `async def run(self, data, **extra_kwargs)`, "
+                    "runs one sample, then local_bs x group_size at once, and reports errors by "
+                    "type, timeouts (with the pending tasks), invalid rewards, latency and "
+                    "whether sequential and concurrent results agree (docs/workflow-check.md). "
+                    "Exit 0: passed; 1: problems found; 2: usage or import error; 3: could not "
+                    "finish."))
     return p
 
 
@@ -484,7 +504,15 @@ def cmd_stacks(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {None: cmd_watch, "demo": cmd_demo, "replay": cmd_replay, "record": cmd_record,
-            "diagnose": cmd_diagnose, "stacks": cmd_stacks, "oom": cmd_oom}
+            "diagnose": cmd_diagnose, "stacks": cmd_stacks, "oom": cmd_oom,
+            "rollout-check": lambda args: _check("rollout", args),
+            "workflow-check": lambda args: _check("workflow", args)}
+
+
+def _check(name: str, args: argparse.Namespace) -> int:
+    """Both checks live in rltui.checks; their modules own flags, output and exit codes."""
+    import importlib
+    return importlib.import_module(f"rltui.checks.{name}.cli").run(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,12 +21,17 @@ credentials, ``user:password@`` in URLs, well-known token shapes (``sk-...``, ``
 ``ghp_...``, ``xoxb-...``, ``AKIA...``) and ``secret_name=value`` / ``"secret_name": "value"``
 inside a longer string. A false positive hides a harmless value; a false negative leaks a key,
 so the rule leans towards hiding.
+
+``redact_url`` is the stricter form for a whole URL that is about to be shown (a report's
+settings, an error message): the user-info's password, or a lone user name (often a token), and
+the values of query parameters with secret names are hidden, whatever their characters.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Iterable, Mapping
+from urllib.parse import unquote_plus
 
 REDACTED = "***"
 
@@ -109,6 +114,39 @@ def scrub_text(text: str) -> str:
     text = _SCHEME.sub(rf"\1\2{REDACTED}", text)
     text = _TOKEN_SHAPES.sub(REDACTED, text)
     return _scrub_assignments(text)
+
+
+def _redact_query_param(param: str) -> str:
+    name, eq, value = param.partition("=")
+    if eq and value and is_secret_name(unquote_plus(name)):
+        return f"{name}={REDACTED}"
+    return param
+
+
+_URL_PARTS = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)([^?#]*)(?:\?([^#]*))?(#.*)?", re.DOTALL)
+
+
+def redact_url(url: str) -> str:
+    """``url`` as it may be shown: ``http://user:***@host/v1?api_key=***``. The password in the
+    user-info (or the whole user-info when it has no ``:``: ``https://TOKEN@host``) and the
+    values of query parameters with secret names become ``REDACTED``; ``scrub_text`` then hides
+    token shapes anywhere in it. Text that is not a URL is only scrubbed.
+
+    Split by hand rather than with ``urlsplit``: a password with an unescaped ``/`` or ``#``
+    would move into the path there and show. The user-info ends at the last ``@`` before the
+    query, so a path with an ``@`` (rare in a server URL) is hidden too: the rule leans towards
+    hiding."""
+    m = _URL_PARTS.fullmatch(url.strip())
+    if not m:
+        return scrub_text(url)
+    scheme, rest, query, fragment = m.group(1), m.group(2), m.group(3), m.group(4) or ""
+    if "@" in rest:
+        userinfo, host = rest.rsplit("@", 1)
+        user, colon, _ = userinfo.partition(":")
+        rest = f"{user}:{REDACTED}@{host}" if colon else f"{REDACTED}@{host}"
+    if query is not None:
+        rest += "?" + "&".join(_redact_query_param(p) for p in query.split("&"))
+    return scrub_text(scheme + rest + fragment)
 
 
 def redact_env(mapping: Mapping[str, str]) -> dict[str, str]:

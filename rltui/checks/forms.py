@@ -74,20 +74,3 @@ def float_value(values: Mapping[str, str], name: str, label: str,
         raise ValueError(f"{label}: must be more than 0")
     return number
 
-
-def export_report(report: Any, folder: Path, stem: str) -> list[Path]:
-    """Write ``report`` as ``<stem>-<time>.md`` and ``.json`` into ``folder``; a second export
-    within the same second gets a new name instead of overwriting the first."""
-    import json
-    import time
-
-    folder.mkdir(parents=True, exist_ok=True)
-    base = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-    name, n = base, 1
-    while (folder / f"{name}.md").exists() or (folder / f"{name}.json").exists():
-        n += 1
-        name = f"{base}-{n}"
-    markdown, data = folder / f"{name}.md", folder / f"{name}.json"
-    markdown.write_text(report.to_markdown(), encoding="utf-8")
-    data.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
-    return [markdown, data]

@@ -35,6 +35,7 @@ from rltui.ui.commands import RltuiCommands
 from rltui.ui.messages import ReadingArrived, ReplayState, View
 from rltui.incident import default_folder
 from rltui.ui.screens import HelpScreen, LogFileScreen, MainScreen
+from rltui.ui.screens.check import CheckScreen
 from rltui.ui.screens.stacks import StacksScreen
 from rltui.ui.themes import RltuiTheme, load_all, next_theme
 from rltui.ui.widgets.log_facts import log_index
@@ -84,6 +85,11 @@ class RltuiApp(App[int]):
                 tooltip="triage the latest CUDA OOM: phase, config changes, a patch"),
         Binding("i", "incident_report", "Report", id="rltui.report", show=False,
                 tooltip="write an incident report (markdown and JSON) into the current folder"),
+        Binding("c", "rollout_check", "Rollout check", id="rltui.check.rollout", show=False,
+                tooltip="compare a reference model with the inference server, greedy, token by "
+                        "token (runs on request)"),
+        Binding("w", "workflow_check", "Workflow check", id="rltui.check.workflow", show=False,
+                tooltip="run an agent workflow once, then at RL concurrency (runs on request)"),
     ]
 
     def __init__(self, bundle: Bundle, settings: Settings,
@@ -124,6 +130,8 @@ class RltuiApp(App[int]):
         self.reports_written: list[tuple[Path, Path]] = []
         # Reads the job's and the model's configs for the OOM triage; set by build_app.
         self.oom_reporter: Callable[[NodeSnapshot, list], object] | None = None
+        # kind -> factory of the check's form (build_app fills it; the checks screen runs them)
+        self.check_forms: dict[str, Callable[[], object]] = {}
         # How a report reaches the disk; set by build_app (the app itself does no file I/O).
         self.report_writer: Callable[[str, dict], tuple[Path, Path]] | None = None
         player = bundle.player
@@ -351,7 +359,8 @@ class RltuiApp(App[int]):
                 b = replace(b, description=f"{b.description} (replay)")
             out.append(b)
         for where, bindings in (("logs", LogView.BINDINGS), ("ranks", RankPane.BINDINGS),
-                                ("stacks screen", StacksScreen.BINDINGS)):
+                                ("stacks screen", StacksScreen.BINDINGS),
+                                ("check screens", CheckScreen.BINDINGS)):
             for b in bindings:
                 assert isinstance(b, Binding)
                 out.append(replace(b, description=f"{b.description} ({where})"))
@@ -463,6 +472,49 @@ class RltuiApp(App[int]):
             self.pop_screen()
         self.push_screen(OomScreen(title, report_text(report)))
 
+    # -- checks on request ----------------------------------------------------------------------
+    def action_rollout_check(self) -> None:
+        self.open_check("rollout")
+
+    def action_workflow_check(self) -> None:
+        self.open_check("workflow")
+
+    def open_check(self, kind: str):
+        """Show a check's screen. One screen per check is installed on first use and kept, so
+        a run goes on (and its results stay) while the user is back on the monitor. A check
+        screen already on the stack (under a result's detail) is brought back, never pushed a
+        second time; another check's screen (and what is above it) is closed first."""
+        name = f"check-{kind}"
+        if not self.is_screen_installed(name):
+            self.install_screen(CheckScreen(self.check_forms[kind]()), name=name)
+        screen = self.get_screen(name)
+        stack = self.screen_stack
+        if screen in stack:
+            while self.screen is not screen:
+                self.pop_screen()
+            return screen
+        for depth, below in enumerate(stack):
+            if isinstance(below, CheckScreen):
+                for _ in range(len(stack) - depth):
+                    self.pop_screen()
+                break
+        self.push_screen(name)
+        return screen
+
+    def cancel_checks(self) -> None:
+        """Ask every running check to stop (its thread would otherwise keep the process alive
+        after the app closes: a thread cannot be interrupted, only asked)."""
+        for kind in self.check_forms:
+            name = f"check-{kind}"
+            if self.is_screen_installed(name):
+                screen = self.get_screen(name)
+                if isinstance(screen, CheckScreen):
+                    screen.cancel_run()
+
+    def exit(self, *args, **kwargs) -> None:
+        self.cancel_checks()
+        super().exit(*args, **kwargs)
+
     # -- logs ---------------------------------------------------------------------------------
     def action_logs(self) -> None:
         screen = self.screen
@@ -558,4 +610,19 @@ def build_app(bundle: Bundle, settings: Settings, config_path: str | Path | None
         return oom_report(snapshot, lines)
 
     app.oom_reporter = oom_reporter
+    app.check_forms = check_forms()
     return app
+
+
+def check_forms() -> dict[str, Callable[[], object]]:
+    """The checks the app offers, each a factory of its ``CheckForm`` (imported on first use:
+    the rollout check's form pulls in nothing heavy, but its run does)."""
+    def rollout():
+        from rltui.checks.rollout.form import rollout_form
+        return rollout_form()
+
+    def workflow():
+        from rltui.checks.workflow.form import workflow_form
+        return workflow_form()
+
+    return {"rollout": rollout, "workflow": workflow}

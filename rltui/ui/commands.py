@@ -49,6 +49,10 @@ def palette_commands(app: "RltuiApp") -> list[tuple[str, Callable[[], object], s
          "incident.md and incident.json in a new folder here (i)"),
         ("OOM: Triage the latest OOM", app.action_oom_triage,
          "Phase, ranked config changes and a patch (m)"),
+        ("Check: Rollout consistency", app.action_rollout_check,
+         "Reference model vs inference server, greedy, token by token (c)"),
+        ("Check: Agent workflow", app.action_workflow_check,
+         "One run, then RL-shaped concurrency: errors, timeouts, rewards (w)"),
     ]
     commands += log_commands(app)
     commands.append(("App: Quit", app.action_quit, "Quit rltui (q)"))

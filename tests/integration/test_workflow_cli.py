@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import signal
 import subprocess
 import sys
 
@@ -75,6 +77,33 @@ def test_the_key_from_the_flag_reaches_the_workflow_and_nowhere_else(server, dat
     assert KEY not in as_json.stdout and KEY not in as_json.stderr
 
 
+def test_secrets_in_kwargs_init_kwargs_and_the_url_never_show(server, data, tmp_path):
+    """The agent fails with every value it was given, bare, in its message: the secret-named
+    ones (an api_key in --kwargs, a token in --init-kwargs, the URL's password) are hidden,
+    the others show."""
+    secrets = ["plainkey1234567", "hub-token-24680", "pw-Secret-98765", KEY]
+    url = server.replace("http://", "http://bob:pw-Secret-98765@")
+    args = ("agent_echo:SecretsInErrorAgent", "--data", str(data), "--base-url", url,
+            "--kwargs", '{"api_key": "plainkey1234567", "model": "echo-visible"}',
+            "--init-kwargs", '{"hub_token": "hub-token-24680", "seed": "seed-visible"}',
+            "--force")
+    md = tmp_path / "r.md"
+    text = check(*args, "--markdown", str(md), env={"OPENAI_API_KEY": KEY})
+    as_json = check(*args, "--json", env={"OPENAI_API_KEY": KEY})
+    assert text.returncode == 1 and as_json.returncode == 1, text.stdout + text.stderr
+    doc = json.loads(as_json.stdout)
+    # base_url, api_key, temperature, model; then hub_token, seed; then the URL's password
+    assert doc["single"]["error"] == (
+        f"PermissionError: refused: {url.replace('pw-Secret-98765', '***')} *** 0 echo-visible "
+        "*** seed-visible ***")
+    assert doc["base_url"].startswith("http://bob:***@127.0.0.1:")
+    assert doc["concurrency"]["errors"]["PermissionError"]["count"] == 16
+    assert "echo-visible" in text.stdout
+    for blob in (text.stdout, text.stderr, md.read_text(), as_json.stdout, as_json.stderr):
+        for secret in secrets:
+            assert secret not in blob
+
+
 def test_a_wrong_key_is_the_single_run_s_error(server, data):
     out = check("agent_echo:EchoAgent", "--data", str(data), "--base-url", server,
                 "--api-key", "wrong-key", "--json")
@@ -92,11 +121,12 @@ def test_the_base_url_comes_from_the_environment(server, data):
 
 
 def test_a_deadlock_exits_1_and_the_text_shows_where_tasks_wait(server, data):
+    # 3 s: the 15 stuck runs end only at the timeout; run 0 (one loopback call) needs far less
     out = check("agent_event:SharedCacheAgent", "--data", str(data), "--base-url", server,
-                "--timeout", "1", env={"OPENAI_API_KEY": KEY})
+                "--timeout", "3", env={"OPENAI_API_KEY": KEY})
     assert out.returncode == 1, out.stdout + out.stderr
     assert "PROBLEMS" in out.stdout.splitlines()[0]
-    assert "15 of 16 concurrent runs did not finish within 1 s" in out.stdout
+    assert "15 of 16 concurrent runs did not finish within 3 s" in out.stdout
     assert "15 x agent_event.py:" in out.stdout and "waiting in Event.wait" in out.stdout
     assert "await self.ready.wait()" in out.stdout
 
@@ -151,15 +181,75 @@ def test_bad_flags_exit_2(args, message):
     assert message in out.stderr and "Traceback" not in out.stderr
 
 
-def test_bad_datasets_exit_2_naming_the_line(tmp_path):
+def test_bad_dataset_lines_are_skipped_and_listed(server, tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"prompt": "a"}\n{"prompt": "b",\n[1]\n\n{"prompt": "c"}\n')
+    out = check("agent_echo:EchoAgent", "--data", str(path), "--base-url", server, "--json",
+                env={"OPENAI_API_KEY": KEY})
+    assert out.returncode == 0, out.stdout + out.stderr
+    doc = json.loads(out.stdout)
+    assert [(s["line"], s["reason"].split(" (")[0]) for s in doc["skipped"]] == [
+        (2, "not JSON"), (3, "a JSON list, not an object")]
+    assert any(n.startswith("2 dataset line(s) skipped: line 2: not JSON") for n in doc["notes"])
+    text = check("agent_echo:EchoAgent", "--data", str(path), "--base-url", server,
+                 env={"OPENAI_API_KEY": KEY})
+    assert text.returncode == 0 and "line 3: a JSON list, not an object" in text.stdout
+
+
+def test_a_dataset_with_no_row_left_exits_2_naming_the_lines(tmp_path):
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"prompt": "a"}\n{"prompt": "b",\n')
+    bad.write_text('{"prompt": "b",\n[1]\n')
     out = rltui("agent_echo:EchoAgent", "--data", str(bad))
-    assert out.returncode == 2 and "line 2: not JSON" in out.stderr
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "holds no valid sample: line 1: not JSON" in out.stderr
+    assert "line 2: a JSON list, not an object" in out.stderr
+    assert out.stdout == "" and "Traceback" not in out.stderr
+    out = rltui("agent_echo:EchoAgent", "--data", str(bad), "--json")
+    assert out.returncode == 2 and json.loads(out.stdout)["setup_error"]["kind"] == "input"
     out = rltui("agent_echo:EchoAgent", "--data", str(tmp_path / "missing.jsonl"))
-    assert out.returncode == 2 and "no such file" in out.stderr
+    assert out.returncode == 2 and "does not exist" in out.stderr
     out = rltui("agent_echo:EchoAgent")
     assert out.returncode == 2 and "give --data FILE" in out.stderr
+
+
+def test_a_server_that_is_down_exits_3_and_the_traceback_shows_the_agent_s_lines(data):
+    with chat_server() as url:
+        down = url
+    out = check("agent_echo:EchoAgent", "--data", str(data), "--base-url", down)
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "COULD NOT FINISH" in out.stdout.splitlines()[0]
+    assert "NOT reachable" in out.stdout and "does not accept connections" in out.stdout
+    errors = out.stdout[out.stdout.index("Errors by type:"):]
+    assert "answer = await chat(prompt, **extra_kwargs)" in errors  # the agent's line
+    assert "await asyncio.open_connection(host, port)" in errors    # the innermost user line
+    assert "ConnectionRefusedError" in errors.splitlines()[-1]
+
+
+def test_ctrl_c_prints_the_partial_report_and_exits_130(data):
+    requests: "queue.Queue[str]" = queue.Queue()
+    with chat_server(api_key=KEY, requests=requests) as url:
+        env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
+        env["OPENAI_API_KEY"] = KEY
+        process = subprocess.Popen(
+            [sys.executable, "-m", "rltui", "workflow-check", "agent_echo:EchoAgent", "--path",
+             str(AGENTS), *SMALL, "--data", str(data), "--base-url", url, "--timeout", "900",
+             "--kwargs", '{"model": "echo@900"}', "--json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            # step one's request is in the server, waiting out its delay
+            assert requests.get(timeout=120).endswith("/chat/completions")
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+    assert process.returncode == 130, err
+    doc = json.loads(out)
+    assert doc["partial"] and doc["partial_reason"] == "cancelled during the single step"
+    assert doc["single"]["status"] == "unfinished" and doc["verdict"] == "could_not_finish"
+    assert doc["pending_tasks"]["why"] == "cancelled"
+    assert "interrupted" in err and "Traceback" not in err
 
 
 def test_an_unwritable_markdown_path_exits_2(server, tmp_path):

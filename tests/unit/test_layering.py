@@ -44,6 +44,23 @@ PURE_MODULES = [
     "rltui.diagnosis.oom.phase",
     "rltui.diagnosis.oom.numbers",
     "rltui.parsing.jobconfig",
+    # the checks' pure halves: comparison, answers, reports, rewards, findings (reading the
+    # dataset, the spec's environment, the forms' file checks and exports are I/O: not here)
+    "rltui.checks.forms",
+    "rltui.checks.progress",
+    "rltui.checks.rollout.answers",
+    "rltui.checks.rollout.compare",
+    "rltui.checks.rollout.report",
+    "rltui.checks.rollout.render",
+    "rltui.checks.rollout.responses",
+    "rltui.checks.rollout.verify",
+    "rltui.checks.rollout.spec",
+    "rltui.checks.workflow.rewards",
+    "rltui.checks.workflow.analysis",
+    "rltui.checks.workflow.results",
+    "rltui.checks.workflow.findings",
+    "rltui.checks.workflow.report",
+    "rltui.checks.workflow.taskgroups",
 ]
 FORBIDDEN = ["textual", "rich", "pynvml", "psutil", "subprocess"]
 
@@ -65,7 +82,22 @@ def test_cli_help_does_not_import_textual_or_psutil():
         "import sys, json\n"
         "from rltui import cli\n"
         "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
-        "print(json.dumps([m for m in ('textual', 'psutil', 'pynvml', 'yaml') if m in sys.modules]))\n"
+        "print(json.dumps([m for m in ('textual', 'psutil', 'pynvml', 'yaml', 'torch', "
+        "'transformers', 'httpx', 'httpx2', 'openai') if m in sys.modules]))\n"
     )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_checks_never_import_textual():
+    """The checks run in the app and headless alike; every module of rltui.checks loads
+    without Textual (the screen is the only Textual side)."""
+    import pkgutil
+    import rltui.checks
+    names = [m.name for m in pkgutil.walk_packages(rltui.checks.__path__, "rltui.checks.")
+             if not m.name.endswith(".worker")]
+    code = ("import sys, json, importlib\n"
+            f"for name in {names!r}: importlib.import_module(name)\n"
+            "print(json.dumps([m for m in ('textual', 'rich') if m in sys.modules]))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []

@@ -126,3 +126,44 @@ def test_temperature_other_than_zero_is_not_compared():
     doc = report(temperature=0.8).to_json()
     assert doc["sequential_vs_concurrent_agree"] is None
     assert "temperature is 0.8" in doc["agreement"]["reason"]
+
+
+def test_a_server_that_is_down_and_a_failed_step_one_could_not_finish():
+    """Exit 3, as in the rollout check: the runs failed for want of a server, which says
+    nothing about the workflow."""
+    down = {"url": "http://127.0.0.1:9/v1", "reachable": False,
+            "error": "ConnectionRefusedError: Connection refused"}
+    failed = RunResult("single", 0, 0, "error", latency_s=0.01,
+                       error_type="ConnectionRefusedError", message="Connect call failed")
+    r = report(concurrent=[], concurrent_wall_s=None, server=down, single=failed)
+    assert r.server_down() and r.verdict == "could_not_finish" and r.exit_code() == 3
+    assert report(server=down).verdict == "passed", "a workflow with its own server is fine"
+    up = dict(down, reachable=True, error=None)
+    assert report(concurrent=[], server=up, single=failed).exit_code() == 1
+    assert report(concurrent=[], single=failed).exit_code() == 1, "no probe, no claim"
+
+
+def test_skipped_dataset_lines_are_in_the_json():
+    from rltui.checks.dataset import SkippedLine
+    r = report(skipped=[SkippedLine(3, "not JSON (Expecting value at column 1)")])
+    assert r.to_json()["skipped"] == [{"line": 3,
+                                       "reason": "not JSON (Expecting value at column 1)"}]
+    assert report().to_json()["skipped"] == []
+
+
+def test_a_long_traceback_in_the_text_keeps_the_user_s_line():
+    frames = "".join(f'  File "/usr/lib/python3.11/asyncio/base_events.py", line {n}, in f{n}\n'
+                     f"    await step{n}()\n" for n in range(10))
+    tb = ('Traceback (most recent call last):\n'
+          '  File "/home/u/agent.py", line 12, in run\n    answer = await call(prompt)\n'
+          f"{frames}ConnectionRefusedError: [Errno 111] Connect call failed\n")
+    r = report()
+    r.concurrent[1] = RunResult("concurrent", 1, 0, "error", latency_s=0.01,
+                                error_type="ConnectionRefusedError",
+                                message="[Errno 111] Connect call failed", traceback=tb)
+    text = r.to_text()
+    assert 'File "/home/u/agent.py", line 12, in run' in text
+    assert "answer = await call(prompt)" in text
+    assert text.count("base_events.py") < 10 and "  ..." in text
+    assert "ConnectionRefusedError: [Errno 111] Connect call failed" in text
+    assert "in f9" in r.to_markdown(), "markdown has room for the whole of it"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rltui.checks.workflow.spec import (SpecError, WorkflowSpec, batch_rows, load_rows,
-                                        parse_json_object, read_jsonl, run_kwargs, validate)
+                                        parse_json_object, run_kwargs, validate)
 
 
 def spec(**kw):
@@ -39,31 +39,50 @@ def test_bad_specs_name_the_flag(kw, message):
     assert message in str(info.value)
 
 
-def test_jsonl_errors_name_the_line(tmp_path):
+def test_bad_dataset_lines_are_skipped_and_named(tmp_path):
+    """Each line that is a JSON object is a row as it is, whatever its keys; the others are
+    skipped with their line number, and only a file with no row left is an error."""
     path = tmp_path / "d.jsonl"
-    path.write_text('{"prompt": "a"}\n\n{"prompt": \n')
-    with pytest.raises(SpecError, match="line 3: not JSON"):
-        read_jsonl(str(path))
-    path.write_text('{"prompt": "a"}\n["not", "a", "dict"]\n')
-    with pytest.raises(SpecError, match="line 2: expected a JSON object"):
-        read_jsonl(str(path))
-    path.write_text("\n\n")
-    with pytest.raises(SpecError, match="no rows"):
-        read_jsonl(str(path))
-    with pytest.raises(SpecError, match="no such file"):
-        read_jsonl(str(tmp_path / "missing.jsonl"))
-    path.write_bytes(b"\xff\xfe\x00")
-    with pytest.raises(SpecError, match="cannot read"):
-        read_jsonl(str(path))
+    path.write_text('{"question": "a"}\n\n{"prompt": \n["not", "a", "dict"]\n{"q": "b\u2028c"}\n',
+                    encoding="utf-8")
+    rows, skipped = load_rows(spec(dataset=str(path)))
+    assert rows == [{"question": "a"}, {"q": "b\u2028c"}]
+    assert [str(s).split(" (")[0] for s in skipped] == [
+        "line 3: not JSON", "line 4: a JSON list, not an object"]
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "does not exist"),
+    ("\n\n", "holds no samples (empty file)"),
+    ('[1]\n"x"\n', "holds no valid sample: line 1: a JSON list, not an object; line 2: a JSON "
+                    "str, not an object"),
+    (b"\xff\xfe\x00", "is not UTF-8 text"),
+])
+def test_a_dataset_with_no_row_left_is_an_input_error(tmp_path, content, message):
+    path = tmp_path / "d.jsonl"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content, encoding="utf-8")
+    with pytest.raises(SpecError) as info:
+        load_rows(spec(dataset=str(path)))
+    assert message in str(info.value)
+
+
+def test_only_the_rows_of_one_batch_are_read(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(f'{{"i": {i}}}\n' for i in range(10)) + "bad\n", encoding="utf-8")
+    rows, skipped = load_rows(spec(dataset=str(path), global_bs=8, rollout_dp_size=2))
+    assert [r["i"] for r in rows] == [0, 1, 2, 3] and skipped == []
 
 
 def test_rows_come_from_rows_then_dataset_then_prompt(tmp_path):
     path = tmp_path / "d.jsonl"
     path.write_text('{"prompt": "a"}\n\n{"prompt": "b"}\n')
-    assert load_rows(spec(rows=[{"x": 1}], dataset=str(path))) == [{"x": 1}]
-    assert load_rows(spec(dataset=str(path))) == [{"prompt": "a"}, {"prompt": "b"}]
-    assert load_rows(spec(prompt="hello")) == [
-        {"prompt": "hello", "messages": [{"role": "user", "content": "hello"}]}]
+    assert load_rows(spec(rows=[{"x": 1}], dataset=str(path))) == ([{"x": 1}], [])
+    assert load_rows(spec(dataset=str(path))) == ([{"prompt": "a"}, {"prompt": "b"}], [])
+    assert load_rows(spec(prompt="hello")) == (
+        [{"prompt": "hello", "messages": [{"role": "user", "content": "hello"}]}], [])
 
 
 def test_a_short_dataset_repeats_with_a_note():

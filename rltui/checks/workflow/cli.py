@@ -1,9 +1,10 @@
 """``rltui workflow-check module:Class``: flags, output and exit codes.
 
 Module-level imports are standard library only: ``rltui --help`` imports this module.
-Exit codes: 0 passed; 1 problems found; 2 usage or input error (bad flags, unreadable dataset,
-a workflow that does not import or has no async ``run``); 3 could not finish (cancelled, the
-worker died or stopped answering; partial results are still printed).
+Exit codes: 0 passed; 1 problems found; 2 usage or input error (bad flags, a dataset with no
+usable line, a workflow that does not import or has no async ``run``); 3 could not finish (the
+worker died or stopped answering, or the server at the base URL was down; partial results are
+still printed); 130 interrupted (Ctrl-C; the partial report is printed first).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
+
+from rltui.checks.console import EXIT_INTERRUPTED, run_interruptibly
+
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -19,7 +22,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the workflow class, e.g. my_agent.flow:MathAgent (its folder via --path)")
     data = p.add_mutually_exclusive_group()
     data.add_argument("--data", metavar="FILE",
-                      help="JSONL dataset: each line a JSON object passed to run as `data`")
+                      help="JSONL dataset: each line a JSON object passed to run as `data` "
+                           "(other lines are skipped and listed)")
     data.add_argument("--prompt", metavar="TEXT",
                       help="a one-row dataset {\"prompt\": TEXT, \"messages\": [user TEXT]}")
     p.add_argument("--base-url", metavar="URL",
@@ -78,76 +82,28 @@ def _spec(args: argparse.Namespace):
         python=args.python, probe_server=not args.no_probe)
 
 
-class _Meter:
-    """One self-overwriting progress line on a terminal's stderr; silent otherwise."""
-
-    def __init__(self) -> None:
-        self.tty = sys.stderr.isatty()
-
-    def __call__(self, p) -> None:
-        if not self.tty:
-            return
-        count = f" {p.done}/{p.total}" if p.total else ""
-        sys.stderr.write(f"\r\033[K{p.phase}{count} {p.message}"[:200])
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.tty:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
-
-
-def _run_check(spec):
-    """Run in a thread so that Ctrl-C cancels the check and still prints what it has."""
-    from rltui.checks.workflow.runner import run
-    cancel = threading.Event()
-    meter = _Meter()
-    box: dict = {}
-
-    finished = threading.Event()
-
-    def target() -> None:
-        try:
-            box["report"] = run(spec, progress=meter, cancel=cancel)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
-            box["error"] = exc
-        finally:
-            finished.set()
-
-    threading.Thread(target=target, name="rltui-workflow-check", daemon=True).start()
-    # An Event, not Thread.join: a join interrupted by Ctrl-C can return early on later calls.
-    # Every Ctrl-C cancels; the check then ends its worker (it lives in its own session and
-    # would outlive us) and returns what it has within moments.
-    while True:
-        try:
-            if finished.wait(0.2):
-                break
-        except KeyboardInterrupt:
-            cancel.set()
-    meter.close()
-    if "error" in box:
-        raise box["error"]
-    return box["report"]
-
-
 def run(args: argparse.Namespace) -> int:
     from rltui.checks.workflow.report import EXIT_INPUT
-    from rltui.checks.workflow.spec import SpecError, load_rows, validate
+    from rltui.checks.workflow.spec import SpecError, validate
     try:
         spec = _spec(args)
         validate(spec)
-        if spec.dataset is not None:  # read it now: a bad line is a usage error, not a report
-            spec.rows = load_rows(spec)
     except SpecError as exc:
         print(f"rltui: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
-    report = _run_check(spec)
+    from rltui.checks.workflow.runner import run as run_check
+    report, interrupted = run_interruptibly(run_check, spec, "workflow-check")
+    if report is None:
+        return EXIT_INTERRUPTED
+    # bad input (a dataset with no usable line): nothing ran, so a usage error, not a report
+    usage = (report.setup_error or {}).get("kind") == "input"
     if args.json:
         print(json.dumps(report.to_json(), indent=2, default=str))
-    else:
+    elif not usage:
         sys.stdout.write(report.to_text())
-    if report.setup_error and args.json:
+    if report.setup_error and (args.json or usage):
         print(f"rltui: error: {report.setup_error['message']}", file=sys.stderr)
+    code = report.exit_code()
     if args.markdown:
         try:
             with open(args.markdown, "w", encoding="utf-8") as fh:
@@ -155,5 +111,5 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"rltui: error: --markdown {args.markdown}: cannot write: "
                   f"{exc.strerror or exc}", file=sys.stderr)
-            return EXIT_INPUT
-    return report.exit_code()
+            code = EXIT_INPUT
+    return EXIT_INTERRUPTED if interrupted else code

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from rltui.checks.forms import (CheckForm, FormField, export_report, float_value, int_value,
-                                text_value)
+from rltui.checks.export import export_report
+from rltui.checks.forms import CheckForm, FormField, float_value, int_value, text_value
 
 COLUMNS = ("kind", "where", "what")
 MAX_RUN_ROWS = 200  # the export has every run; the table shows the first failures
@@ -26,11 +26,13 @@ FIELDS = (
     FormField("group_size", "group_size", "8", default="8"),
     FormField("rollout_dp_size", "rollout_dp_size", "4", default="4"),
     FormField("timeout", "timeout s", "per run", default="60"),
+    FormField("concurrency", "concurrency cap", "all at once, as in RL"),
+    FormField("kwargs", "extra kwargs", '{"model": "my-model"} (JSON, passed to run)'),
 )
 
 
 def build_spec(values: Mapping[str, str]):
-    from rltui.checks.workflow.spec import WorkflowSpec, validate
+    from rltui.checks.workflow.spec import WorkflowSpec, parse_json_object, validate
 
     target = text_value(values, "target")
     if not target:
@@ -48,6 +50,9 @@ def build_spec(values: Mapping[str, str]):
         group_size=int_value(values, "group_size", "group_size", 8),
         rollout_dp_size=int_value(values, "rollout_dp_size", "rollout_dp_size", 4),
         timeout=float_value(values, "timeout", "timeout", 60.0),
+        concurrency=int_value(values, "concurrency", "concurrency cap", None),
+        extra_kwargs=(parse_json_object(text_value(values, "kwargs"), "extra kwargs")
+                      if text_value(values, "kwargs") else {}),
         paths=(path,) if path else ())
     validate(spec)  # SpecError is a ValueError: the form shows its message
     return spec
@@ -85,6 +90,8 @@ def rows(report: Any) -> list[tuple[str, ...]]:
     out += [_run_row(r) for r in failed[:MAX_RUN_ROWS]]
     if len(failed) > MAX_RUN_ROWS:
         out.append(("...", f"{len(failed) - MAX_RUN_ROWS} more runs", "in the export"))
+    if not out and report.single is not None:
+        out.append(("ok", "every run", "no errors, timeouts or invalid rewards"))
     return out
 
 
@@ -109,11 +116,12 @@ def detail(report: Any, index: int) -> tuple[str, str]:
 def summary(report: Any) -> str:
     data = report.to_json()
     single, c = data["single"], data["concurrency"]
-    lines = [f"{data['verdict'].replace('_', ' ')}: single run "
-             + ("ok" if single["ok"] else f"{single['status']}: {single['error']}")]
+    verdict = data["verdict"].replace("_", " ")
     if data.get("setup_error"):
-        lines.append(f"setup error: {data['setup_error'].get('message')}")
-    elif c.get("skipped"):
+        return f"{verdict}: {data['setup_error'].get('message')}"
+    lines = [f"{verdict}: single run "
+             + ("ok" if single["ok"] else f"{single['status']}: {single['error']}")]
+    if c.get("skipped"):
         lines.append(f"concurrent: skipped ({c['skipped']})")
     else:
         lat = ", ".join(f"{k} {c[k]:.2f} s" for k in ("p50", "p95", "max")
@@ -126,8 +134,11 @@ def summary(report: Any) -> str:
                                                  None: "not compared"}[agree])
     if data["invalid_rewards"]:
         lines.append(f"invalid rewards: {len(data['invalid_rewards'])}")
+    if data.get("skipped"):
+        lines.append(f"dataset lines skipped: {len(data['skipped'])} (see the export)")
     if data.get("partial"):
-        lines.append("partial: the check did not run to the end")
+        lines.append("partial: " + (data.get("partial_reason")
+                                    or "the check did not run to the end"))
     return "\n".join(lines)
 
 
@@ -138,9 +149,7 @@ def export(report: Any, folder: Path) -> list[Path]:
 def workflow_form() -> CheckForm:
     return CheckForm(
         kind="workflow", title="Agent workflow: one run, then RL-shaped concurrency",
-        intro="Runs module:Class in a child process: one sample first, then "
-              "global_bs // rollout_dp_size prompts x group_size samples at once. Errors by "
-              "type, timeouts with the pending tasks, invalid rewards, latency, and whether "
-              "sequential and concurrent results agree at temperature 0.",
+        intro="module:Class runs in a child process: one sample, then global_bs // "
+              "rollout_dp_size prompts x group_size samples at once (docs/workflow-check.md).",
         fields=FIELDS, build_spec=build_spec, run=run, columns=COLUMNS, rows=rows,
         item_row=item_row, summary=summary, export=export, detail=detail)

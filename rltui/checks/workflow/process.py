@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from rltui.checks.workflow.spec import WorkflowSpec
-from rltui.redact import scrub_text
+from rltui.redact import redact_url
 
 STDERR_LINES = 40
 PROBE_TIMEOUT_S = 3.0
@@ -108,7 +108,7 @@ def worker_env(spec: WorkflowSpec, root: Path) -> dict:
 def probe(url: str) -> dict:
     """Can a TCP connection reach the base URL's host and port?"""
     parts = urlsplit(url)
-    shown = scrub_text(url)
+    shown = redact_url(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return {"url": shown, "reachable": False, "error": "not an http(s) URL"}
     try:

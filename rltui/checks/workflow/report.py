@@ -10,6 +10,7 @@ from rltui.checks.workflow import analysis
 from rltui.checks.workflow.findings import PROBLEM, Finding, findings
 from rltui.checks.workflow.results import RunResult
 from rltui.checks.workflow.taskgroups import STATE_TEXT, frame_text
+from rltui.checks.workflow.tracebacks import excerpt
 
 EXIT_PASSED, EXIT_PROBLEMS, EXIT_INPUT, EXIT_UNFINISHED = 0, 1, 2, 3
 # Why the worker was ended early that leave the check without an answer (exit 3); a worker
@@ -47,6 +48,7 @@ class WorkflowReport:
     partial: bool = False
     partial_reason: Optional[str] = None
     notes: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)     # dataset lines skipped (SkippedLine)
     wall_s: float = 0.0
 
     # -- numbers -------------------------------------------------------------------------
@@ -75,11 +77,19 @@ class WorkflowReport:
     def findings(self) -> list[Finding]:
         return findings(self)
 
+    def server_down(self) -> bool:
+        """The base URL refused connections and step one failed: the runs failed for want of a
+        server, which says nothing about the workflow."""
+        return bool(self.server) and self.server.get("reachable") is False \
+            and self.single is not None and not self.single.valid
+
     @property
     def verdict(self) -> str:
         if self.setup_error:
             return "setup_error"
         if self.worker_end and self.worker_end.get("reason") in UNFINISHED:
+            return "could_not_finish"
+        if self.server_down():
             return "could_not_finish"
         if any(f.severity == PROBLEM for f in self.findings()):
             return "problems"
@@ -125,7 +135,9 @@ class WorkflowReport:
             "worker": self.worker, "worker_end": self.worker_end,
             "partial": self.partial, "partial_reason": self.partial_reason,
             "findings": [f.to_json() for f in self.findings()],
-            "notes": self.notes, "wall_s": round(self.wall_s, 3),
+            "notes": self.notes,
+            "skipped": [{"line": s.line, "reason": s.reason} for s in self.skipped],
+            "wall_s": round(self.wall_s, 3),
             "runs": [r.to_json(traceback=False) for r in self.concurrent],
         }
 
@@ -147,7 +159,7 @@ class WorkflowReport:
         if self.setup_error:
             err = self.setup_error
             out.append(f"setup error ({err['kind']}): {err['message']}")
-            tb = (err.get("traceback") or "").rstrip().splitlines()[-30:]
+            tb = excerpt(err.get("traceback"), 30)
             if tb:
                 out += (["```"] + tb + ["```"]) if md else ["  " + t for t in tb]
             return out
@@ -192,7 +204,7 @@ class WorkflowReport:
         for name, g in groups.items():
             runs = ", ".join(map(str, g["runs"][:12])) + (" ..." if len(g["runs"]) > 12 else "")
             out.append(f"{name} x{g['count']}: {g['message']} (runs {runs})")
-            tb = (g.get("traceback") or "").rstrip().splitlines()[-tb_lines:]
+            tb = excerpt(g.get("traceback"), tb_lines)
             if tb:
                 out += (["```"] + tb + ["```"]) if md else ["    " + t for t in tb]
         return out

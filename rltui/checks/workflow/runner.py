@@ -30,33 +30,13 @@ from rltui.checks.workflow import spec as specmod
 from rltui.checks.workflow.process import EOF, Worker, probe, worker_env, worker_package
 from rltui.checks.workflow.report import WorkflowReport
 from rltui.checks.workflow.results import RunResult
+from rltui.checks.workflow.scrub import Scrubber, secrets_of
 from rltui.checks.workflow.spec import SpecError, WorkflowSpec
-from rltui.redact import REDACTED, scrub_text
+from rltui.redact import redact_url
 
 POLL_S = 0.05
 KEEP_BLOCK_STACKS = 5
 LAST_DUMP_S = 1.0
-
-
-class Scrubber:
-    """Hides the API key (verbatim) and secret-looking values in everything the worker says."""
-
-    def __init__(self, api_key: Optional[str]) -> None:
-        self.key = api_key if api_key and len(api_key) >= 4 else None
-
-    def text(self, value: str) -> str:
-        if self.key:
-            value = value.replace(self.key, REDACTED)
-        return scrub_text(value)
-
-    def __call__(self, obj: Any) -> Any:
-        if isinstance(obj, str):
-            return self.text(obj)
-        if isinstance(obj, list):
-            return [self(v) for v in obj]
-        if isinstance(obj, dict):
-            return {k: self(v) for k, v in obj.items()}
-        return obj
 
 
 def _shape(spec: WorkflowSpec) -> dict:
@@ -80,12 +60,12 @@ class Check:
         self.spec = spec
         self.progress = progress
         self.cancel = cancel
-        self.scrub = Scrubber(spec.resolved_api_key())
+        self.scrub = Scrubber(secrets_of(spec))
         self.kwargs: dict = {}
         base_url = spec.resolved_base_url()
         self.report = WorkflowReport(
             target=str(spec.target), timeout_s=spec.timeout, temperature=0,
-            base_url=scrub_text(base_url) if base_url else None,
+            base_url=self.scrub.text(redact_url(base_url)) if base_url else None,
             api_key_set=bool(spec.resolved_api_key()), shape=_shape(spec))
         self.step: Optional[str] = None
         self.totals: dict[str, int] = {"load": 1}
@@ -303,9 +283,9 @@ class Check:
         except Exception as exc:  # noqa: BLE001 - a bug here must still return the results
             r = self.report
             r.partial = True
-            r.partial_reason = f"internal error: {type(exc).__name__}: {exc}"
+            r.partial_reason = self.scrub.text(f"internal error: {type(exc).__name__}: {exc}")
             r.worker_end = {"reason": "internal", "step": self.step, "how": "rltui failed",
-                            "stderr_tail": traceback.format_exc().splitlines()[-12:]}
+                            "stderr_tail": self.scrub(traceback.format_exc().splitlines()[-12:])}
         finally:
             self.report.wall_s = time.monotonic() - start
             self._progress("done", self.report.verdict)
@@ -315,10 +295,16 @@ class Check:
         r = self.report
         try:
             specmod.validate(self.spec)
-            rows = specmod.load_rows(self.spec)
+            rows, skipped = specmod.load_rows(self.spec)
         except SpecError as exc:
-            r.setup_error = {"kind": "input", "message": str(exc)}
+            r.setup_error = {"kind": "input", "message": self.scrub.text(str(exc))}
             return
+        r.skipped = list(skipped)
+        if skipped:
+            shown = "; ".join(str(s) for s in skipped[:5])
+            more = f" (and {len(skipped) - 5} more, all in the JSON's skipped)" \
+                if len(skipped) > 5 else ""
+            r.notes.append(f"{len(skipped)} dataset line(s) skipped: {shown}{more}")
         self.kwargs = specmod.run_kwargs(self.spec)
         r.temperature = self.kwargs.get("temperature")
         batch, note = specmod.batch_rows(rows, r.shape["local_bs"])
@@ -326,7 +312,7 @@ class Check:
             r.notes.append(note)
         base_url = self.spec.resolved_base_url()
         if base_url and self.spec.probe_server:
-            r.server = probe(base_url)
+            r.server = self.scrub(probe(base_url))
         elif not base_url:
             r.notes.append("no base URL (--base-url or OPENAI_BASE_URL): the workflow uses "
                            "its own")
@@ -338,6 +324,10 @@ class Check:
             r.concurrent_skipped = "not run: " + (r.partial_reason or "the workflow did not load")
             return
         single_ok = r.single is not None and r.single.valid
+        if r.server_down():
+            r.partial = True
+            r.partial_reason = (f"the server at {r.server.get('url')} does not accept "
+                                "connections, and step one failed")
         if not single_ok and not self.spec.force:
             r.concurrent_skipped = ("step one failed (one run on one sample must pass first; "
                                     "--force runs the concurrent step anyway)")

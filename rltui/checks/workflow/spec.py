@@ -15,18 +15,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from rltui.checks.dataset import DatasetError, read_objects
+
 TARGET = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 SEQUENTIAL_PROMPTS = 4
 
 
 class SpecError(ValueError):
-    """Input the user can fix (a bad shape, an unreadable dataset); exit code 2."""
+    """Input the user can fix (a bad shape, a dataset with no usable line); exit code 2."""
 
 
 @dataclass
 class WorkflowSpec:
-    """One workflow check. ``rows`` (already loaded) wins over ``dataset`` (a JSONL file) and
-    ``prompt`` (one row ``{"prompt": ..., "messages": [...]}``). ``base_url``/``api_key`` None
+    """One workflow check. ``rows`` (already loaded) wins over ``dataset`` (a JSONL file: each
+    line that is a JSON object is a row, the others are skipped and listed) and ``prompt`` (one
+    row ``{"prompt": ..., "messages": [...]}``). ``base_url``/``api_key`` None
     mean OPENAI_BASE_URL / OPENAI_API_KEY. The key is never printed: it is left out of repr and
     of every report."""
 
@@ -117,36 +120,9 @@ def parse_json_object(text: str, flag: str) -> dict:
     return value
 
 
-def read_jsonl(path: str) -> list[dict]:
-    """Every line a JSON object; blank lines are skipped. Errors name the line."""
-    p = Path(path).expanduser()
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(f"--data {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"--data {path}: cannot read: {getattr(exc, 'strerror', None) or exc}") \
-            from None
-    rows = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SpecError(f"--data {path} line {number}: not JSON ({exc.msg} at column "
-                            f"{exc.colno})") from None
-        if not isinstance(row, dict):
-            raise SpecError(f"--data {path} line {number}: expected a JSON object (the `data` "
-                            f"dict passed to run), got {type(row).__name__}")
-        rows.append(row)
-    if not rows:
-        raise SpecError(f"--data {path}: no rows")
-    return rows
-
-
-def load_rows(spec: WorkflowSpec) -> list[dict]:
-    """The dataset rows the check draws its prompts from."""
+def load_rows(spec: WorkflowSpec) -> tuple[list[dict], list]:
+    """The dataset rows the check draws its prompts from (at most ``local_bs``: the rest would
+    not be used), and the dataset lines skipped (``SkippedLine``: not JSON, not an object)."""
     if spec.rows is not None:
         if not isinstance(spec.rows, list) or not spec.rows \
                 or not all(isinstance(r, dict) for r in spec.rows):
@@ -155,10 +131,14 @@ def load_rows(spec: WorkflowSpec) -> list[dict]:
             json.dumps(spec.rows)  # they travel to the worker as JSON
         except (TypeError, ValueError) as exc:
             raise SpecError(f"rows: not JSON data: {exc}") from None
-        return list(spec.rows)
+        return list(spec.rows), []
     if spec.dataset is not None:
-        return read_jsonl(spec.dataset)
-    return [{"prompt": spec.prompt, "messages": [{"role": "user", "content": spec.prompt}]}]
+        try:
+            rows, skipped = read_objects(spec.dataset, limit=spec.local_bs)
+        except DatasetError as exc:
+            raise SpecError(str(exc)) from None
+        return [obj for _, obj in rows], skipped
+    return [{"prompt": spec.prompt, "messages": [{"role": "user", "content": spec.prompt}]}], []
 
 
 def batch_rows(rows: list[dict], local_bs: int) -> tuple[list[dict], Optional[str]]:

@@ -85,6 +85,7 @@ class Watchdog(threading.Thread):
         self._sent = 0.0
         self._waiting = False
         self._reported = False
+        self._lock = threading.Lock()
 
     def attach(self, loop: asyncio.AbstractEventLoop, skip: set) -> None:
         self.loop_thread = threading.get_ident()
@@ -95,12 +96,27 @@ class Watchdog(threading.Thread):
     def detach(self) -> None:
         self.loop = None
 
+    # ``_lock`` orders the two reports: ``loop_blocked`` is sent before the answer that ends
+    # the block can send ``loop_unblocked``, and ``blocked_s`` (measured after it) is never
+    # less than the ``for_s`` that was reported.
     def _answer(self) -> None:  # runs in the loop thread
-        blocked = time.monotonic() - self._sent
-        self._waiting = False
-        if self._reported:
-            self._reported = False
-            self.channel.send("loop_unblocked", blocked_s=round(blocked, 3))
+        with self._lock:
+            blocked = time.monotonic() - self._sent
+            self._waiting = False
+            if self._reported:
+                self._reported = False
+                self.channel.send("loop_unblocked", blocked_s=round(blocked, 3))
+
+    def _report_block(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            if not self._waiting:  # the loop answered since the check
+                return
+            self._reported = True
+            stack = taskdump.capture_thread(self.loop_thread)
+            tasks = taskdump.capture_tasks(loop, self.skip)
+            self.channel.send("loop_blocked", for_s=round(time.monotonic() - self._sent, 3),
+                              stack=stack, where=taskgroups.where(stack),
+                              tasks=taskgroups.group_tasks(tasks), task_count=len(tasks))
 
     def run(self) -> None:
         last_beat = 0.0
@@ -115,12 +131,7 @@ class Watchdog(threading.Thread):
                     except RuntimeError:  # loop closed
                         self._waiting = False
                 elif not self._reported and now - self._sent > self.threshold:
-                    self._reported = True
-                    stack = taskdump.capture_thread(self.loop_thread)
-                    tasks = taskdump.capture_tasks(loop, self.skip)
-                    self.channel.send("loop_blocked", for_s=round(now - self._sent, 3),
-                                      stack=stack, where=taskgroups.where(stack),
-                                      tasks=taskgroups.group_tasks(tasks), task_count=len(tasks))
+                    self._report_block(loop)
             if now - last_beat >= HEARTBEAT_S:
                 last_beat = now
                 self.channel.send("alive")

@@ -4,8 +4,9 @@
 once it accepts connections. ``POST /v1/chat/completions`` answers ``echo: <last user message>``;
 a model name ``NAME@SECONDS`` (``echo@0.5``) delays the answer by SECONDS, which is how tests hold
 many requests in flight at once. ``GET /v1/models`` lists ``echo``. With ``--api-key`` every
-request needs ``Authorization: Bearer KEY`` (401 otherwise). HTTP/1.1 with keep-alive, so real
-clients (httpx, openai) work too.
+request needs ``Authorization: Bearer KEY`` (401 otherwise). With ``--log-requests`` it prints
+``request METHOD PATH`` as each request arrives (before any delay), for tests that wait on it.
+HTTP/1.1 with keep-alive, so real clients (httpx, openai) work too.
 """
 
 from __future__ import annotations
@@ -46,8 +47,9 @@ def delay_of(model: str) -> float:
 
 
 class Server:
-    def __init__(self, api_key: str | None) -> None:
+    def __init__(self, api_key: str | None, log_requests: bool = False) -> None:
         self.api_key = api_key
+        self.log_requests = log_requests
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -59,6 +61,8 @@ class Server:
                            (line.partition(":") for line in lines[1:] if line)}
                 length = int(headers.get("content-length", "0"))
                 raw = await reader.readexactly(length) if length else b""
+                if self.log_requests:
+                    print(f"request {method} {path}", flush=True)
                 status, payload = await self.route(method, path.split("?")[0], headers, raw)
                 data = json.dumps(payload).encode()
                 keep = headers.get("connection", "").lower() != "close"
@@ -93,8 +97,9 @@ class Server:
         return 200, completion(body)
 
 
-async def serve(port: int, api_key: str | None) -> None:
-    server = await asyncio.start_server(Server(api_key).handle, "127.0.0.1", port, backlog=1024)
+async def serve(port: int, api_key: str | None, log_requests: bool = False) -> None:
+    server = await asyncio.start_server(Server(api_key, log_requests).handle, "127.0.0.1", port,
+                                        backlog=1024)
     bound = server.sockets[0].getsockname()[1]
     print(f"listening http://127.0.0.1:{bound}/v1", flush=True)
     async with server:
@@ -105,9 +110,10 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--api-key")
+    p.add_argument("--log-requests", action="store_true")
     args = p.parse_args()
     try:
-        asyncio.run(serve(args.port, args.api_key))
+        asyncio.run(serve(args.port, args.api_key, args.log_requests))
     except KeyboardInterrupt:
         sys.exit(0)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import queue
 import subprocess
 import sys
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
@@ -13,20 +15,32 @@ SERVER = AGENTS / "chat_server.py"
 
 
 @contextmanager
-def chat_server(api_key: Optional[str] = None) -> Iterator[str]:
+def chat_server(api_key: Optional[str] = None,
+                requests: "Optional[queue.Queue[str]]" = None) -> Iterator[str]:
     """A running chat server; yields its base URL (``http://127.0.0.1:PORT/v1``). Waits on the
-    line the server prints once it accepts connections, never on a clock."""
+    line the server prints once it accepts connections, never on a clock. With ``requests``,
+    each request's ``METHOD PATH`` is put on that queue as it arrives."""
     cmd = [sys.executable, str(SERVER), "--port", "0"] + (["--api-key", api_key] if api_key
                                                           else [])
+    if requests is not None:
+        cmd.append("--log-requests")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()
         if not line.startswith("listening "):
             raise RuntimeError(f"chat server did not start: {line!r} {proc.stderr.read()}")
+        if requests is not None:
+            threading.Thread(target=_forward, args=(proc.stdout, requests), daemon=True).start()
         yield line.split(" ", 1)[1].strip()
     finally:
         proc.kill()
         proc.wait()
+
+
+def _forward(stream, requests: "queue.Queue[str]") -> None:
+    for line in stream:
+        if line.startswith("request "):
+            requests.put(line.split(" ", 1)[1].strip())
 
 
 def write_jsonl(path: Path, rows: list) -> Path:

@@ -1,0 +1,80 @@
+"""What the workflow check hides in everything the worker says, and where those secrets come
+from: the API key, secret-named values of ``--kwargs`` and ``--init-kwargs``, and what the base
+URL carries. Runs in rltui's process only."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional
+from urllib.parse import unquote
+
+from rltui.checks.workflow.spec import WorkflowSpec
+from rltui.redact import REDACTED, is_secret_name, scrub_text
+
+
+class Scrubber:
+    """Hides the given secrets (verbatim) and secret-looking values in everything the worker
+    says. Secrets shorter than 4 characters are left to the value patterns: replacing every
+    ``ab`` in a report would make it unreadable and hide nothing worth hiding."""
+
+    def __init__(self, secrets: Iterable[Optional[str]]) -> None:
+        # longest first, so that a secret holding another is hidden whole
+        self.secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+
+    def text(self, value: str) -> str:
+        for secret in self.secrets:
+            value = value.replace(secret, REDACTED)
+        return scrub_text(value)
+
+    def __call__(self, obj: Any) -> Any:
+        if isinstance(obj, str):
+            return self.text(obj)
+        if isinstance(obj, list):
+            return [self(v) for v in obj]
+        if isinstance(obj, dict):
+            return {k: self(v) for k, v in obj.items()}
+        return obj
+
+
+def secrets_of(spec: WorkflowSpec) -> list[str]:
+    """What must never show: the API key, every string under a secret-looking name
+    (``is_secret_name``: ``api_key``, ``hf_token``, ``password``) anywhere in ``--kwargs`` and
+    ``--init-kwargs``, and the password in the base URL. A workflow that puts one of them in an
+    error message, bare, would otherwise have it printed."""
+    found = [spec.resolved_api_key()]
+
+    def walk(value: Any, name: Optional[str]) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, key if isinstance(key, str) else name)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                walk(item, name)
+        elif isinstance(value, str) and name and is_secret_name(name):
+            found.append(value)
+
+    walk(spec.extra_kwargs, None)
+    walk(spec.init_kwargs, None)
+    url = spec.resolved_base_url()
+    if isinstance(url, str):
+        found += [s for secret in url_secrets(url) for s in (secret, unquote(secret))]
+    return [s for s in found if isinstance(s, str) and s]
+
+
+def url_secrets(url: str) -> list[str]:
+    """The secrets a base URL may carry: the password of its user-info (or a lone user-info,
+    often a token), and the values of query parameters with secret names. Split by hand, as
+    ``redact_url`` does: ``urlsplit`` would move a password holding ``/`` into the path."""
+    _, sep, rest = url.partition("://")
+    if not sep:
+        return []
+    rest, _, query = rest.partition("?")
+    out = []
+    if "@" in rest:
+        userinfo = rest.rsplit("@", 1)[0]
+        user, colon, password = userinfo.partition(":")
+        out.append(password if colon else user)
+    for param in query.split("#")[0].split("&") if query else ():
+        name, eq, value = param.partition("=")
+        if eq and value and is_secret_name(unquote(name)):
+            out.append(value)
+    return out
