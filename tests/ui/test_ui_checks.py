@@ -186,7 +186,8 @@ def test_rollout_results_snapshot(snap_compare, replay_app, tiny_model, rollout_
     accuracies and the log-prob line (mean |Δp|, its verdict, max |Δlogp|); the table sorted
     worst first: mismatches by earliest divergence ("token 0: '0' vs ' dog'"), each row with
     its dataset line, the answer marks (reference/candidate) and the |Δp| and |Δlogp| values
-    ("-" where the outputs part at the first token); Export enabled."""
+    ("-" where the outputs part at the first token); the table focused with the cursor on the
+    worst row (enter opens it); Export enabled."""
     async def run_before(pilot) -> None:
         await pilot.press("c")
         screen = pilot.app.screen

@@ -130,6 +130,8 @@ def _rate(value: float | None) -> str:
 
 def summary(report: Any) -> str:
     data = report.to_json()
+    if data["error"] and not data["compared"]:
+        return f"could not run: {data['error']}"
     lines = [f"{data['verdict']}: {data['compared']} of {data['samples']} compared, agreement "
              f"{_rate(data['agreement_rate'])}, accuracy reference "
              f"{_rate(data['reference_accuracy'])} / candidate "

@@ -195,6 +195,8 @@ class CheckScreen(Screen):
             for row in self.form.rows(report):
                 table.add_row(*row)
             self._status(self.form.summary(report))
+            if table.row_count and isinstance(self.focused, (Input, Button, type(None))):
+                table.focus()  # the results are what the user came for: enter opens one
         elif error is not None:
             # A check returns a report even when the server dies; an exception here is a bug in
             # the check, shown rather than hidden so it can be reported. The last run's report
