@@ -32,6 +32,28 @@ def small_shape(screen: CheckScreen, **values: str) -> None:
                          "timeout": "5", "path": str(AGENTS), **values})
 
 
+def observe_workflow(app, phases: tuple[str, ...]):
+    """Wrap the app's real workflow check so the test can wait on it: returns (started, the
+    reports it returned, returned). ``started`` is set when progress of one of ``phases``
+    arrives; ``returned`` once run has returned its report."""
+    started, returned = threading.Event(), threading.Event()
+    form = workflow_form()
+    reports: list = []
+
+    def run(spec, *, progress=None, cancel=None):
+        def seen(update):
+            if update.phase in phases:
+                started.set()
+            progress(update)
+        report = form.run(spec, progress=seen, cancel=cancel)
+        reports.append(report)
+        returned.set()
+        return report
+
+    app.check_forms = {**app.check_forms, "workflow": lambda: replace(form, run=run)}
+    return started, reports, returned
+
+
 async def test_workflow_check_runs_from_the_screen(replay_app, tmp_path):
     """`w` opens the workflow form; a passing agent runs once then 4 x 2 at once; the summary
     says passed, the export holds the report without the API key, and the app keeps its
@@ -92,18 +114,8 @@ async def test_workflow_problems_listed_worst_first_with_detail(replay_app, tmp_
 async def test_workflow_cancel_keeps_partial_results(replay_app, tmp_path):
     """Cancel while the concurrent step is in flight on a slow server: the check stops, the
     report is partial and still shown and exportable."""
-    concurrent_started = threading.Event()
-    form = workflow_form()
-
-    def run(spec, *, progress=None, cancel=None):
-        def seen(update):
-            if update.phase == "concurrent":
-                concurrent_started.set()
-            progress(update)
-        return form.run(spec, progress=seen, cancel=cancel)
-
     app = replay_app("rank_exited")
-    app.check_forms = {**app.check_forms, "workflow": lambda: replace(form, run=run)}
+    concurrent_started, _, _ = observe_workflow(app, ("concurrent",))
     with chat_server() as url:
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.press("w")
@@ -227,22 +239,8 @@ async def test_check_screens_never_stack_twice(replay_app):
 async def test_quitting_cancels_a_running_check(replay_app, tmp_path):
     """q while a workflow check waits on a slow server: the check is told to stop, so its
     thread ends (with a partial report) instead of keeping rltui alive after the app closed."""
-    started, returned = threading.Event(), threading.Event()
-    form = workflow_form()
-    reports = []
-
-    def run(spec, *, progress=None, cancel=None):
-        def seen(update):
-            if update.phase in ("single", "concurrent"):
-                started.set()
-            progress(update)
-        report = form.run(spec, progress=seen, cancel=cancel)
-        reports.append(report)
-        returned.set()
-        return report
-
     app = replay_app("rank_exited")
-    app.check_forms = {**app.check_forms, "workflow": lambda: replace(form, run=run)}
+    started, reports, returned = observe_workflow(app, ("single", "concurrent"))
     with chat_server() as url:
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.press("w")
