@@ -156,6 +156,7 @@ class RltuiApp(App[int]):
             self.action_refresh()  # first poll of every source now, shown when all are in
 
     def on_unmount(self) -> None:
+        self.cancel_checks()  # also when the app ends by a crash, not through exit()
         self.close_bundle()
 
     def close_bundle(self) -> None:

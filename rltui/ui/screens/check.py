@@ -25,6 +25,7 @@ from textual.worker import Worker, WorkerState
 
 from rltui.checks.forms import CheckForm
 from rltui.checks.progress import Progress
+from rltui.redact import scrub_text
 from rltui.ui.screens.text import TextScreen
 
 
@@ -203,7 +204,7 @@ class CheckScreen(Screen):
             # goes too: exporting it now would pass old results off as this run's.
             self.report = None
             self.query_one("#check-results", DataTable).clear()
-            self._status(f"The check failed: {type(error).__name__}: {error}")
+            self._status(scrub_text(f"The check failed: {type(error).__name__}: {error}"))
         else:
             self._status("Cancelled before any result.")
         self._buttons()
