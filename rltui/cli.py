@@ -132,6 +132,14 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("dir", metavar="DIR")
     _add_config_option(st)
 
+    from rltui.agent.cli import add_arguments as agent_arguments
+    agent_arguments(sub.add_parser(
+        "agent", help="headless collector for one node: readings as JSON lines on stdout",
+        description="Collects on this node (GPUs, processes and ranks, log tails, py-spy dumps "
+                    "on request) and streams readings as JSON lines on stdout; takes requests "
+                    "(dump, tail, stop) as JSON lines on stdin. What a multi-node rltui starts "
+                    "on each node over ssh or srun (docs/agent.md)."))
+
     from rltui.checks.rollout.cli import add_arguments as rollout_arguments
     from rltui.checks.workflow.cli import add_arguments as workflow_arguments
     rollout_arguments(sub.add_parser(
@@ -142,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "agreement, the first divergent token, answer accuracy on each side and the "
                     "log-prob difference (docs/rollout-check.md). Exit 0: consistent; 1: "
                     "divergence found; 2: usage or input error; 3: could not finish (partial "
-                    "results kept)."))
+                    "results kept); 130: interrupted (partial report printed)."))
     workflow_arguments(sub.add_parser(
         "workflow-check", help="run an agent workflow once, then at RL concurrency",
         description="Imports module:Class with `async def run(self, data, **extra_kwargs)`, "
@@ -150,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "type, timeouts (with the pending tasks), invalid rewards, latency and "
                     "whether sequential and concurrent results agree (docs/workflow-check.md). "
                     "Exit 0: passed; 1: problems found; 2: usage or import error; 3: could not "
-                    "finish."))
+                    "finish; 130: interrupted (partial report printed)."))
     return p
 
 
@@ -505,8 +513,14 @@ def cmd_stacks(args: argparse.Namespace) -> int:
 
 COMMANDS = {None: cmd_watch, "demo": cmd_demo, "replay": cmd_replay, "record": cmd_record,
             "diagnose": cmd_diagnose, "stacks": cmd_stacks, "oom": cmd_oom,
+            "agent": lambda args: _agent(args),
             "rollout-check": lambda args: _check("rollout", args),
             "workflow-check": lambda args: _check("workflow", args)}
+
+
+def _agent(args: argparse.Namespace) -> int:
+    from rltui.agent.cli import run
+    return run(args)
 
 
 def _check(name: str, args: argparse.Namespace) -> int:

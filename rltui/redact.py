@@ -187,3 +187,25 @@ def redact_argv(argv: Iterable[str]) -> tuple[str, ...]:
             continue
         out.append(scrub_text(arg))
     return tuple(out)
+
+
+def url_secrets(url: str) -> list[str]:
+    """The secrets a URL may carry, as written in it: the password of its user-info (or a lone
+    user-info, often a token), and the values of query parameters with secret names. Split by
+    hand, as ``redact_url`` does: ``urlsplit`` would move a password holding ``/`` into the
+    path. A server that echoes one of them back (decoded, in an error) is hidden only when the
+    caller replaces these values verbatim; add their ``unquote`` forms too."""
+    _, sep, rest = url.partition("://")
+    if not sep:
+        return []
+    rest, _, query = rest.partition("?")
+    out = []
+    if "@" in rest:
+        userinfo = rest.rsplit("@", 1)[0]
+        user, colon, password = userinfo.partition(":")
+        out.append(password if colon else user)
+    for param in query.split("#")[0].split("&") if query else ():
+        name, eq, value = param.partition("=")
+        if eq and value and is_secret_name(unquote_plus(name)):
+            out.append(value)
+    return out

@@ -4,6 +4,7 @@ imports the commands)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import threading
@@ -49,8 +50,10 @@ class ProgressLine:
 
 def run_interruptibly(run: Callable[..., Any], spec: Any, name: str) -> tuple[Any, bool]:
     """``run(spec, progress=, cancel=)`` in a thread so that Ctrl-C sets its cancel event and
-    the partial report still comes back; a second Ctrl-C gives up on it (report None). A
-    workflow's child process ends by itself when rltui goes. Returns (report, interrupted)."""
+    the partial report still comes back; a second Ctrl-C quits the process at once with exit
+    code 130 (``os._exit``: no waiting for threads, nor a KeyboardInterrupt in Python's own
+    shutdown). A workflow's child process ends by itself when rltui goes. Returns
+    (report, interrupted)."""
     bar = ProgressLine()
     cancel, done = threading.Event(), threading.Event()
     box: dict = {}
@@ -80,8 +83,20 @@ def run_interruptibly(run: Callable[..., Any], spec: Any, name: str) -> tuple[An
             while not done.wait(0.25):
                 pass
         except KeyboardInterrupt:
-            return None, True
+            bar.close()
+            _quit_now()
     bar.close()
     if "error" in box:
         raise box["error"]
     return box.get("report"), interrupted
+
+
+def _quit_now() -> None:
+    """Exit with 130 now: what was printed goes out first, nothing else runs (atexit
+    handlers, thread joins), so "quit at once" holds whatever the check is stuck in."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass  # a closed pipe: nothing more can be said
+    os._exit(EXIT_INTERRUPTED)

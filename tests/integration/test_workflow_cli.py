@@ -273,3 +273,18 @@ def test_help_lists_the_flags():
                  "--rollout-dp-size", "--timeout", "--path", "--kwargs", "--json", "--markdown",
                  "--concurrency", "--force"):
         assert flag in out.stdout
+
+
+@pytest.mark.parametrize("url, env, message", [
+    ("http://[::1/v1", {}, "--base-url 'http://[::1/v1': not a usable URL (Invalid IPv6 URL)"),
+    ("http://bob:pw-6161@127.0.0.1:99999/v1", {},
+     "--base-url 'http://bob:***@127.0.0.1:99999/v1': not a usable URL (Port out of range"),
+    (None, {"OPENAI_BASE_URL": "http://[::1/v1"}, "OPENAI_BASE_URL 'http://[::1/v1'"),
+])
+def test_a_malformed_base_url_exits_2_with_one_line(url, env, message):
+    flags = ["--base-url", url] if url else []
+    out = check("agent_echo:EchoAgent", "--prompt", "hi", *flags, env=env)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stdout == "" and out.stderr.startswith(f"rltui: error: {message}")
+    assert out.stderr.count("\n") == 1 and "pw-6161" not in out.stderr
+    assert "Traceback" not in out.stderr and "internal error" not in out.stderr

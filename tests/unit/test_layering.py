@@ -61,6 +61,12 @@ PURE_MODULES = [
     "rltui.checks.workflow.findings",
     "rltui.checks.workflow.report",
     "rltui.checks.workflow.taskgroups",
+    # multi-node: the wire protocol, host lists, transport command lines, stream states
+    "rltui.agent.protocol",
+    "rltui.remote.hostlist",
+    "rltui.remote.transports",
+    "rltui.remote.timing",
+    "rltui.remote.status",
 ]
 FORBIDDEN = ["textual", "rich", "pynvml", "psutil", "subprocess"]
 

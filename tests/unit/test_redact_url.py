@@ -33,3 +33,15 @@ def test_redact_url(url, shown):
 
 def test_a_token_shape_anywhere_in_the_url_is_hidden():
     assert redact_url("http://h/v1/hf_abcdefghijklmnopqrstuvwxyz/x") == "http://h/v1/***/x"
+
+
+@pytest.mark.parametrize("url, secrets", [
+    ("http://u:p%40ss@h/v1?Api-Key=k-1&model=m", ["p%40ss", "k-1"]),
+    ("http://h/v1?api%5Fkey=k-2", ["k-2"]),                 # an escaped secret name
+    ("http://h/v1?input_key=prompt", []),
+    ("http://[::1/v1", []),                                  # does not parse: nothing to raise
+])
+def test_url_secrets(url, secrets):
+    from rltui.redact import url_secrets
+
+    assert url_secrets(url) == secrets

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from rltui.checks.rollout.compare import Generation
-from rltui.checks.rollout.httpclient import scrub, server_urls
+from rltui.checks.rollout.httpclient import scrub, secrets_of, server_urls
 from rltui.checks.rollout.responses import (BadResponse, read_chat, read_completion,
                                             read_generate)
 from rltui.checks.rollout.verify import refusal
@@ -167,8 +167,37 @@ def test_scrub_hides_the_key():
 
 def test_a_query_string_is_kept_for_every_request_and_left_out_of_the_bases():
     urls = server_urls("http://u:pw@h:8000/v1?api_key=k1&x=")
-    assert (urls.v1, urls.root) == ("http://u:pw@h:8000/v1", "http://u:pw@h:8000")
+    assert (urls.v1, urls.root) == ("http://h:8000/v1", "http://h:8000")
     assert urls.params == (("api_key", "k1"), ("x", ""))
+
+
+@pytest.mark.parametrize("url, credentials, v1", [
+    # the user-info never stays in the bases (the client would make it a Basic header that
+    # replaces the key's Bearer one); it is kept apart, decoded
+    ("http://u:p%40ss%2Fw@h:8000/v1", ("u", "p@ss/w"), "http://h:8000/v1"),
+    ("https://tok-abc@[::1]:9/v1", ("tok-abc", ""), "https://[::1]:9/v1"),
+    ("http://h:8000/v1", None, "http://h:8000/v1"),
+])
+def test_the_user_info_is_kept_apart_from_the_bases(url, credentials, v1):
+    urls = server_urls(url)
+    assert (urls.credentials, urls.v1) == (credentials, v1)
+    assert "p@ss" not in repr(urls) and "tok-abc" not in repr(urls)
+
+
+def test_the_secrets_of_a_server_are_the_key_and_what_its_url_carries():
+    found = secrets_of("http://u:p%40ss-1@h/v1?api_key=q+k-2&model=m", "sk-key-3")
+    assert set(found) == {"sk-key-3", "p%40ss-1", "p@ss-1", "q+k-2", "q k-2"}
+    assert list(found) == sorted(found, key=len, reverse=True)
+    # a lone user-info (often a token) counts; secrets under 4 characters are left to patterns
+    assert secrets_of("https://tok-abcdef@h/v1", None) == ("tok-abcdef",)
+    assert secrets_of("http://u:ab@h/v1", "xyz") == ()
+
+
+def test_scrub_hides_every_secret_echoed_bare_longest_first():
+    secrets = secrets_of("http://u:pass-word-1@h/v1?key=qk-22", "sk-key-333")
+    echoed = "rejected u pass-word-1 with qk-22, and sk-key-333 (also pass-word-1x)"
+    assert scrub(echoed, secrets) == "rejected u *** with ***, and *** (also ***x)"
+    assert scrub("ab and xyz stay", ["ab", "xyz"]) == "ab and xyz stay"
 
 
 def test_a_connection_error_names_the_url_without_its_secrets():

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from rltui.checks.workflow.scrub import Scrubber, secrets_of, url_secrets
+from rltui.checks.workflow import scrub as scrub_module
+from rltui.checks.workflow.scrub import Scrubber, secrets_of
 from rltui.checks.workflow.spec import WorkflowSpec
+from rltui.redact import url_secrets
 
 
 def spec(**kw):
@@ -54,3 +56,7 @@ def test_the_scrubber_hides_every_secret_everywhere():
 ])
 def test_what_a_base_url_carries(url, secrets):
     assert url_secrets(url) == secrets
+
+
+def test_url_secrets_moved_to_redact_and_still_importable_from_scrub():
+    assert scrub_module.url_secrets is url_secrets

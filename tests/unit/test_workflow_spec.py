@@ -116,3 +116,68 @@ def test_json_object_flags():
         parse_json_object("{a: 1}", "--kwargs")
     with pytest.raises(SpecError, match="expected a JSON object, got list"):
         parse_json_object("[1]", "--init-kwargs")
+
+
+@pytest.mark.parametrize("url, message", [
+    ("http://[::1/v1", "--base-url 'http://[::1/v1': not a usable URL (Invalid IPv6 URL)"),
+    ("http://127.0.0.1:99999/v1", "(Port out of range 0-65535)"),
+    ("http://h:abc/v1", "Port could not be cast to integer"),
+    ("http:///v1", "(no host)"),
+    ("http://bob:pw-secret-77@[::1/v1", "'http://bob:***@[::1/v1'"),
+])
+def test_a_base_url_that_cannot_work_is_an_input_error(monkeypatch, url, message):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(SpecError) as info:
+        validate(spec(base_url=url))
+    assert message in str(info.value) and "pw-secret-77" not in str(info.value)
+
+
+def test_the_base_url_from_the_environment_is_checked_and_named(monkeypatch):
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:70000/v1")
+    with pytest.raises(SpecError, match="^OPENAI_BASE_URL 'http://127.0.0.1:70000/v1'"):
+        validate(spec())
+    # another scheme is the workflow's business (the probe says it cannot test it)
+    monkeypatch.setenv("OPENAI_BASE_URL", "unix:///run/llm.sock")
+    validate(spec())
+
+
+def test_the_repr_hides_the_url_password_and_secret_named_kwargs(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "env-key-never-shown")
+    shown = repr(spec(
+        base_url="http://bob:url-pass-4242@h:8000/v1?api_key=q-key-4343",
+        api_key="flag-key-4444",
+        extra_kwargs={"api_key": "kw-key-4545", "model": "qwen", "input_key": "question",
+                      "client": {"authToken": "nested-4646"},
+                      "headers": [{"Authorization": "Bearer tok-4747"}],
+                      "note": "Bearer free-text-4848"},
+        init_kwargs={"hf_token": "hf-init-4949", "max_tokens": 9}))
+    for secret in ("url-pass-4242", "q-key-4343", "flag-key-4444", "env-key-never-shown",
+                   "kw-key-4545", "nested-4646", "tok-4747", "free-text-4848", "hf-init-4949"):
+        assert secret not in shown
+    # what is not secret stays readable
+    assert "base_url='http://bob:***@h:8000/v1?api_key=***'" in shown
+    assert "'model': 'qwen'" in shown and "'input_key': 'question'" in shown
+    assert "'max_tokens': 9" in shown and shown.startswith("WorkflowSpec(target='pkg.mod:Agent'")
+
+
+@pytest.mark.parametrize("url, error", [
+    ("http://[::1/v1", "not a valid URL (Invalid IPv6 URL)"),
+    ("http://127.0.0.1:99999/v1", "not a valid URL (Port out of range 0-65535)"),
+    ("ftp://h/v1", "not an http(s) URL"),
+])
+def test_the_probe_reports_a_url_it_cannot_use_instead_of_raising(url, error):
+    from rltui.checks.workflow.process import probe
+
+    assert probe(url) == {"url": url, "reachable": False, "error": error}
+
+
+def test_the_check_itself_reports_a_malformed_base_url_as_input(monkeypatch):
+    """The app calls run() without the CLI's validate(): still an input error, no internal
+    error and no worker started."""
+    from rltui.checks.workflow.runner import run
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    report = run(spec(base_url="http://u:pw-7171@[::1/v1"))
+    assert report.setup_error["kind"] == "input"
+    assert "Invalid IPv6 URL" in report.setup_error["message"]
+    assert report.worker_end is None and "pw-7171" not in str(report.to_json())

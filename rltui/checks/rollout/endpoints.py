@@ -32,7 +32,7 @@ from typing import Any
 
 from rltui.checks.rollout.compare import Generation
 from rltui.checks.rollout.httpclient import (EndpointError, auth_message, http_module,
-                                             request_json, server_urls)
+                                             request_json, secrets_of, server_urls)
 from rltui.checks.rollout.inputs import PreparedSample
 from rltui.checks.rollout.responses import READERS, BadResponse
 from rltui.redact import redact_url
@@ -97,6 +97,9 @@ class Endpoint:
         self.shown_url = redact_url(url)  # for messages and reports: no password, no key
         self.model_given = model is not None
         self._key = api_key
+        # hidden in every message from the server: it may echo the key, or what the URL
+        # carried (a password, a key in the query string)
+        self._secrets = secrets_of(url, api_key)
         self.timeout_s, self.max_new_tokens = timeout_s, max_new_tokens
         self.urls = server_urls(url)
         self._retokenise = retokenise
@@ -118,10 +121,13 @@ class Endpoint:
         connection) with a message for the user."""
         httpx = http_module()
         headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
+        # the URL's user:password@ as Basic auth, only without an API key: both would go in
+        # the one Authorization header, and the key is what the user gave for this server
+        credentials = self.urls.credentials
+        auth = httpx.BasicAuth(*credentials) if credentials and not self._key else None
         self._client = httpx.AsyncClient(
-            headers=headers, params=dict(self.urls.params) or None,
-            timeout=httpx.Timeout(self.timeout_s, connect=min(10.0,
-                                                                               self.timeout_s)),
+            headers=headers, auth=auth, params=dict(self.urls.params) or None,
+            timeout=httpx.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s)),
             limits=httpx.Limits(max_connections=self._concurrency + 4,
                                 max_keepalive_connections=self._concurrency + 4),
             trust_env=False)  # a proxy from the environment must not sit between the two sides
@@ -180,7 +186,7 @@ class Endpoint:
 
     async def _get(self, url: str) -> Any:
         return await request_json(self._client, "GET", url, timeout_s=self.timeout_s,
-                                  secret=self._key, role=self.role)
+                                  secret=self._secrets, role=self.role)
 
     # ----- requests -----
 
@@ -218,7 +224,7 @@ class Endpoint:
         url, body = self._body(form, ps)
         start = time.perf_counter()
         data = await request_json(self._client, "POST", url, timeout_s=self.timeout_s,
-                                  secret=self._key, role=self.role, body=body)
+                                  secret=self._secrets, role=self.role, body=body)
         latency = time.perf_counter() - start
         try:
             gen, violation = READERS[self.api](data, self._retokenise)
@@ -287,6 +293,10 @@ class Endpoint:
         who = f"the {self.role} ({self.shown_url})"
         out: list[str] = []
         form = self._form
+        if self.urls.credentials and self._key:
+            out.append(f"{who}: the user-info of the URL (user:password@) was not sent: the "
+                       "API key goes in the one Authorization header (Basic auth from the URL "
+                       "is used only without an API key)")
         if self.api == "generate" and self.model_given:
             flag = "--model" if self.role == "server" else "--reference-model"
             out.append(f"{flag} {self.model!r} was not used: a native /generate request names "

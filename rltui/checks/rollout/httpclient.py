@@ -7,11 +7,15 @@ ones; both have the same API. It is imported on first use.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
-from urllib.parse import parse_qsl, urlparse, urlunparse
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+from urllib.parse import parse_qsl, unquote, unquote_plus, urlparse, urlunparse
 
-from rltui.redact import REDACTED, redact_url, scrub_text
+from rltui.redact import REDACTED, redact_url, scrub_text, url_secrets
+
+# Secrets shorter than this are left to rltui.redact's patterns: replacing every "ab" in a
+# message would make it unreadable and hide nothing worth hiding (as the workflow check does).
+MIN_SECRET_LEN = 4
 
 
 class EndpointError(Exception):
@@ -41,11 +45,15 @@ def http_module() -> Any:
 class ServerURLs:
     """The two bases a server can have: the OpenAI one (``.../v1``) and the native root.
     A query string in the given URL (``?api_key=...`` for a gateway) is kept apart in
-    ``params`` and sent with every request."""
+    ``params`` and sent with every request. So is the user-info (``user:password@``, decoded,
+    in ``credentials``): the bases never carry it, because the HTTP client would turn it into
+    a Basic ``Authorization`` header that replaces the API key's Bearer one; the endpoint sends
+    it as Basic auth only when no API key is given."""
     v1: str
     root: str
     native_generate: bool   # the URL named /generate itself
     params: tuple[tuple[str, str], ...] = ()
+    credentials: tuple[str, str] | None = field(default=None, repr=False)
 
     @property
     def generate(self) -> str:
@@ -63,17 +71,43 @@ def server_urls(url: str) -> ServerURLs:
     else:
         root_path, v1_path = path, path + "/v1"
 
+    userinfo, at, host = parsed.netloc.rpartition("@")
+    credentials = None
+    if at:
+        user, _, password = userinfo.partition(":")
+        credentials = (unquote(user), unquote(password))
+
     def build(p: str) -> str:
-        return urlunparse((parsed.scheme, parsed.netloc, p, "", "", "")).rstrip("/")
+        return urlunparse((parsed.scheme, host, p, "", "", "")).rstrip("/")
     return ServerURLs(v1=build(v1_path), root=build(root_path), native_generate=native,
-                      params=tuple(parse_qsl(parsed.query, keep_blank_values=True)))
+                      params=tuple(parse_qsl(parsed.query, keep_blank_values=True)),
+                      credentials=credentials)
 
 
-def scrub(text: str, secret: str | None) -> str:
-    """Never let a key through, even when a server echoes it in an error: the key itself, then
-    whatever ``rltui.redact`` hides (passwords in URLs, ``api_key=...``, token shapes)."""
-    if secret:
-        text = text.replace(secret, REDACTED)
+def secrets_of(url: str, api_key: str | None) -> tuple[str, ...]:
+    """What a server's messages must never show: the API key, and what its URL carries (the
+    user-info's password or lone user name, secret-named query values), as written in the URL
+    and decoded (a server echoes what it received), longest first so that a secret holding
+    another is hidden whole."""
+    found = {api_key}
+    for value in url_secrets(url):
+        found.update((value, unquote(value), unquote_plus(value)))
+    credentials = server_urls(url).credentials
+    if credentials:
+        found.add(credentials[1] or credentials[0])
+    return tuple(sorted((s for s in found if s and len(s) >= MIN_SECRET_LEN), key=len,
+                        reverse=True))
+
+
+def scrub(text: str, secrets: str | Iterable[str] | None) -> str:
+    """Never let a key through, even when a server echoes it in an error: each secret itself
+    (``secrets_of``), then whatever ``rltui.redact`` hides (passwords in URLs, ``api_key=...``,
+    token shapes)."""
+    if isinstance(secrets, str):
+        secrets = (secrets,)
+    for secret in sorted(secrets or (), key=len, reverse=True):
+        if secret and len(secret) >= MIN_SECRET_LEN:
+            text = text.replace(secret, REDACTED)
     return scrub_text(text)
 
 
@@ -120,7 +154,8 @@ def auth_message(role: str) -> str:
 
 
 async def request_json(client: Any, method: str, url: str, *, timeout_s: float,
-                       secret: str | None, role: str, body: dict | None = None) -> Any:
+                       secret: str | Iterable[str] | None, role: str,
+                       body: dict | None = None) -> Any:
     """One request; the JSON answer or an EndpointError (401/403 as ``auth``, other 4xx/5xx as
     ``http`` with the server's message)."""
     try:

@@ -23,6 +23,7 @@ from typing import Any
 from rltui.checks.dataset import DatasetError, SkippedLine, load_dataset
 from rltui.checks.progress import Progress, ProgressCallback, cancelled, report_progress
 from rltui.checks.rollout.answers import check_answer
+from rltui.checks.rollout.background import in_daemon_thread
 from rltui.checks.rollout.compare import Generation, compare
 from rltui.checks.rollout.endpoints import Endpoint, EndpointError, Outcome
 from rltui.checks.rollout.inputs import (PreparedSample, TokenizerError, eos_ids, load_tokenizer,
@@ -50,10 +51,11 @@ def resolve(spec: RolloutSpec) -> RolloutSpec:
 
 def run(spec: RolloutSpec, *, progress: ProgressCallback | None = None,
         cancel: threading.Event | None = None) -> RolloutReport:
-    spec = resolve(spec)
-    report = RolloutReport(settings=spec.settings())
+    report = RolloutReport(settings={})
     start = time.perf_counter()
     try:
+        spec = resolve(spec)
+        report.settings = spec.settings()
         asyncio.run(_Run(spec, report, progress, cancel).main())
     except Exception as exc:  # noqa: BLE001 - a report, never a traceback, for the user
         report.error = scrub_text(f"internal error: {type(exc).__name__}: {exc}")
@@ -70,6 +72,8 @@ class _Run:
         self.spec, self.report, self.progress, self.cancel = spec, report, progress, cancel
         self.stop = threading.Event()      # also stops the HF reference mid-sample
         self.failures = {"server": 0, "reference": 0}
+        # the reference's samples, one at a time; the loads run in daemon threads instead
+        # (background.py): a cancelled load must not hold up the run or the process's exit
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rltui-reference")
         self.candidate: Endpoint | None = None
         self.reference: Endpoint | HFReference | None = None
@@ -88,7 +92,6 @@ class _Run:
     async def main(self) -> None:
         work = asyncio.create_task(self._main())
         watcher = asyncio.create_task(self._watch_cancel(work))
-        abandoned = False
         try:
             await work
         except _Abort:
@@ -96,7 +99,8 @@ class _Run:
         except asyncio.CancelledError:
             if not self.report.cancelled:
                 raise
-            abandoned = True  # cancelled while setting up: a model may still be loading
+            # cancelled while setting up: a load still running in its daemon thread is left
+            # to end by itself (or with the process)
         finally:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
@@ -104,19 +108,13 @@ class _Run:
             for side in (self.candidate, self.reference):
                 if isinstance(side, Endpoint):
                     await side.close()
-            if abandoned:
-                # a model load cannot be interrupted; it ends in the background and the
-                # cancelled run returns now
-                self.pool.shutdown(wait=False, cancel_futures=True)
-            else:
-                # waits for a reference sample in progress (the stop event ends it at the
-                # next token); the thread must not outlive the run
-                await asyncio.get_running_loop().run_in_executor(None, self.pool.shutdown,
-                                                                 True)
+            # waits for a reference sample in progress (the stop event ends it at the next
+            # token); the thread must not outlive the run. No load ever runs in this pool.
+            await asyncio.get_running_loop().run_in_executor(None, self.pool.shutdown, True)
             self._collect()
 
     async def _main(self) -> None:
-        spec, loop = self.spec, asyncio.get_running_loop()
+        spec = self.spec
         try:
             spec.validate()
             # the whole file: --limit counts the samples that can be sent, known only after
@@ -128,8 +126,8 @@ class _Run:
         self.report.total = min(len(data.samples), spec.limit or len(data.samples))
         self._say("loading the tokenizer")
         try:
-            self.tokenizer = await loop.run_in_executor(
-                self.pool, load_tokenizer, spec.tokenizer or spec.reference)
+            self.tokenizer = await in_daemon_thread(
+                load_tokenizer, spec.tokenizer or spec.reference, name="rltui-tokenizer-load")
         except TokenizerError as exc:
             raise self._fail("usage", str(exc)) from None
         await self._open_sides()
@@ -159,7 +157,7 @@ class _Run:
         return prepared
 
     async def _open_sides(self) -> None:
-        spec, loop = self.spec, asyncio.get_running_loop()
+        spec = self.spec
 
         def retokenise(text: str) -> list[int]:
             return self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -179,7 +177,7 @@ class _Run:
                                          device=spec.reference_device,
                                          max_new_tokens=spec.max_new_tokens, stop=self.stop)
             self._say("loading the reference model")
-            loading = loop.run_in_executor(self.pool, self.reference.load)
+            loading = in_daemon_thread(self.reference.load, name="rltui-reference-load")
         try:
             await self.candidate.open()
             if isinstance(self.reference, Endpoint):

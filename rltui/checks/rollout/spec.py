@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
+from rltui.checks.urls import looks_like_url, url_problem
 from rltui.redact import redact_url
 
 APIS = ("auto", "completions", "chat", "generate")
@@ -18,7 +19,10 @@ class SpecError(ValueError):
 
 
 def is_url(text: str) -> bool:
-    parsed = urlparse(text)
+    try:
+        parsed = urlparse(text)
+    except ValueError:  # http://[::1 - validate() says why
+        return False
     return parsed.scheme in ("http", "https") and bool(parsed.netloc)
 
 
@@ -52,9 +56,15 @@ class RolloutSpec:
 
     def validate(self) -> None:
         """Raise SpecError for settings that cannot work, before anything starts."""
-        if not is_url(self.server):
+        problem = url_problem(self.server)
+        if problem:
             raise SpecError(f"--server must be an http(s) URL such as http://127.0.0.1:8000/v1 "
-                            f"(got {redact_url(self.server)!r})")
+                            f"(got {redact_url(self.server)!r}: {problem})")
+        if looks_like_url(self.reference):  # meant as a URL: it must work as one
+            problem = url_problem(self.reference)
+            if problem:
+                raise SpecError(f"--reference must be a local model folder or an http(s) URL "
+                                f"(got {redact_url(self.reference)!r}: {problem})")
         if self.api not in APIS or self.reference_api not in APIS:
             raise SpecError(f"--api must be one of {', '.join(APIS)}")
         if self.reference_dtype not in DTYPES:
@@ -78,7 +88,8 @@ class RolloutSpec:
     def settings(self) -> dict:
         """The settings as recorded in reports: everything but the keys, which are only
         said to be set or not, and URLs without their passwords and key parameters."""
-        reference = redact_url(self.reference) if self.reference_is_url else self.reference
+        shown_as_url = self.reference_is_url or looks_like_url(self.reference)
+        reference = redact_url(self.reference) if shown_as_url else self.reference
         return {
             "dataset": self.dataset, "reference": reference, "server": redact_url(self.server),
             "model": self.model, "reference_model": self.reference_model, "api": self.api,

@@ -107,14 +107,14 @@ def worker_env(spec: WorkflowSpec, root: Path) -> dict:
 
 def probe(url: str) -> dict:
     """Can a TCP connection reach the base URL's host and port?"""
-    parts = urlsplit(url)
     shown = redact_url(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return {"url": shown, "reachable": False, "error": "not an http(s) URL"}
     try:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return {"url": shown, "reachable": False, "error": "not an http(s) URL"}
         port = parts.port or (443 if parts.scheme == "https" else 80)
-    except ValueError:
-        return {"url": shown, "reachable": False, "error": "bad port"}
+    except ValueError as exc:  # http://[::1, a port out of range: validate() says so first
+        return {"url": shown, "reachable": False, "error": f"not a valid URL ({exc})"}
     try:
         with socket.create_connection((parts.hostname, port), timeout=PROBE_TIMEOUT_S):
             return {"url": shown, "reachable": True, "error": None}

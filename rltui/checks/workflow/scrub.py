@@ -8,7 +8,9 @@ from typing import Any, Iterable, Optional
 from urllib.parse import unquote
 
 from rltui.checks.workflow.spec import WorkflowSpec
-from rltui.redact import REDACTED, is_secret_name, scrub_text
+from rltui.redact import REDACTED, is_secret_name, scrub_text, url_secrets
+
+__all__ = ["Scrubber", "secrets_of", "url_secrets"]  # url_secrets: moved to rltui.redact
 
 
 class Scrubber:
@@ -59,22 +61,3 @@ def secrets_of(spec: WorkflowSpec) -> list[str]:
         found += [s for secret in url_secrets(url) for s in (secret, unquote(secret))]
     return [s for s in found if isinstance(s, str) and s]
 
-
-def url_secrets(url: str) -> list[str]:
-    """The secrets a base URL may carry: the password of its user-info (or a lone user-info,
-    often a token), and the values of query parameters with secret names. Split by hand, as
-    ``redact_url`` does: ``urlsplit`` would move a password holding ``/`` into the path."""
-    _, sep, rest = url.partition("://")
-    if not sep:
-        return []
-    rest, _, query = rest.partition("?")
-    out = []
-    if "@" in rest:
-        userinfo = rest.rsplit("@", 1)[0]
-        user, colon, password = userinfo.partition(":")
-        out.append(password if colon else user)
-    for param in query.split("#")[0].split("&") if query else ():
-        name, eq, value = param.partition("=")
-        if eq and value and is_secret_name(unquote(name)):
-            out.append(value)
-    return out

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from rltui.checks.dataset import DatasetError, read_objects
+from rltui.checks.urls import url_problem
+from rltui.redact import REDACTED, is_secret_name, redact_url, scrub_text
 
 TARGET = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 SEQUENTIAL_PROMPTS = 4
@@ -31,7 +33,7 @@ class WorkflowSpec:
     line that is a JSON object is a row, the others are skipped and listed) and ``prompt`` (one
     row ``{"prompt": ..., "messages": [...]}``). ``base_url``/``api_key`` None
     mean OPENAI_BASE_URL / OPENAI_API_KEY. The key is never printed: it is left out of repr and
-    of every report."""
+    of every report; repr also hides the base URL's password and secret-named kwargs."""
 
     target: str
     dataset: Optional[str] = None
@@ -55,6 +57,19 @@ class WorkflowSpec:
     python: Optional[str] = None
     probe_server: bool = True
 
+    def __repr__(self) -> str:
+        shown = []
+        for name in self.__dataclass_fields__:
+            if name == "api_key":
+                continue
+            value = getattr(self, name)
+            if name == "base_url" and isinstance(value, str):
+                value = redact_url(value)
+            elif name in ("extra_kwargs", "init_kwargs"):
+                value = _hide_secrets(value)
+            shown.append(f"{name}={value!r}")
+        return f"WorkflowSpec({', '.join(shown)})"
+
     @property
     def local_bs(self) -> int:
         return self.global_bs // self.rollout_dp_size
@@ -73,11 +88,31 @@ class WorkflowSpec:
         return [str(Path(p).expanduser().resolve()) for p in (self.paths or (os.getcwd(),))]
 
 
+def _hide_secrets(value: Any, name: Optional[str] = None) -> Any:
+    """``value`` as repr may show it: everything under a secret-looking name (``api_key``,
+    ``hf_token``, ``Authorization``) is REDACTED, at any depth; other strings are scrubbed."""
+    if name is not None and is_secret_name(name):
+        return REDACTED
+    if isinstance(value, dict):
+        return {k: _hide_secrets(v, k if isinstance(k, str) else name) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_hide_secrets(v, name) for v in value)
+    return scrub_text(value) if isinstance(value, str) else value
+
+
 def validate(spec: WorkflowSpec) -> None:
     """Raise SpecError for a spec that cannot run; the message names the flag."""
     if not TARGET.match(spec.target or ""):
         raise SpecError(f"workflow {spec.target!r}: expected module:Class, e.g. "
                         "my_agent.workflow:MathAgent")
+    base_url = spec.resolved_base_url()
+    if base_url:
+        # an http(s) URL that does not parse, or has no host or a bad port; another scheme is
+        # left to the workflow (the probe says it cannot test it)
+        problem = url_problem(base_url, http_only=False)
+        if problem:
+            flag = "--base-url" if spec.base_url is not None else "OPENAI_BASE_URL"
+            raise SpecError(f"{flag} {redact_url(base_url)!r}: not a usable URL ({problem})")
     for name in ("global_bs", "group_size", "rollout_dp_size"):
         value = getattr(spec, name)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:

@@ -1,0 +1,1 @@
+"""The node agent: rltui's collectors without the screen, streaming readings as JSON lines."""

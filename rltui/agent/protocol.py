@@ -1,0 +1,412 @@
+"""Wire protocol v1 between ``rltui agent`` and the rltui that started it (docs/agent.md).
+
+One JSON object per line, UTF-8, ``\\n``-terminated. Pure: no I/O, no subprocess, no psutil.
+
+Agent -> rltui (the agent's stdout). Every message has ``{"v": 1, "type": T, "host": HOST,
+"t": agent wall-clock seconds}``, plus per type:
+
+    hello      agent (str), pid (int), job (str), sources ({name: interval s}, 0 = on request)
+    reading    source (str), reading (rltui.serialize.reading_to_data of a model.Reading)
+    heartbeat  nothing more: every --heartbeat seconds (default 2), whatever else is sent
+    reply      id (str), ok (bool), message (str), data (any JSON, optional)
+    error      message (str): the agent's own trouble, e.g. a request line it could not read
+    bye        reason (str): the last line before a clean exit
+
+``hello`` is the first line of an agent that started; one that cannot start (a bad config)
+writes ``error`` and ``bye`` instead and exits 2.
+
+rltui -> agent (its stdin): ``{"v": 1, "id": str, "op": "dump" | "tail" | "stop", ...}``;
+``tail`` takes ``path`` (optional str) and ``lines`` (int, 1..MAX_TAIL_LINES).
+
+Versioning: fields may be added within v1 and readers ignore the keys they do not know; a
+message ``type`` a reader does not know decodes to ``Unknown`` (to be ignored, with a note).
+A breaking change takes a new major ``v``; a reader given a newer ``v`` says to upgrade.
+
+``decode`` and ``decode_request`` never raise for bad input: they return a ``ProtocolError``
+whose message says what was wrong and where (a bad reading names the JSON path).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Union
+
+from rltui.model import Reading
+from rltui.redact import scrub_text
+from rltui.serialize import reading_from_data, reading_to_data
+
+SCHEMA_VERSION = 1
+MAX_LINE = 8 << 20  # bytes of one line, the newline not counted; longer lines are not parsed
+MAX_TAIL_LINES = 10_000  # lines per file a tail request may ask for
+MAX_TAIL_BYTES = 4 << 20  # bytes of log text in one tail reply, all files together
+DEFAULT_TAIL_LINES = 200
+DEFAULT_HEARTBEAT = 2.0
+OPS = ("dump", "tail", "stop")
+PREVIEW = 80  # characters of a bad line quoted in an error (scrubbed of secrets)
+
+# ProtocolError kinds.
+TOO_LONG = "too-long"
+EMPTY = "empty"
+NOT_UTF8 = "not-utf8"
+NOT_JSON = "not-json"
+NOT_OBJECT = "not-object"
+VERSION = "version"  # v missing, not an integer, or below 1
+NEWER_VERSION = "newer-version"  # the other side is newer: upgrade this one
+BAD_FIELD = "field"
+BAD_READING = "reading"
+
+
+class ProtocolError(ValueError):
+    """A line that is not a valid message. Returned by ``decode`` (raised only by ``encode``).
+
+    ``kind`` is one of the constants above; ``id`` is the request id when a bad request still
+    had a readable one (the agent then answers it with ``ok: false`` instead of an error line).
+    """
+
+    def __init__(self, kind: str, message: str, id: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.id = id
+
+    def __repr__(self) -> str:
+        return f"ProtocolError({self.kind!r}, {self.message!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, ProtocolError)
+                and (self.kind, self.message, self.id) == (other.kind, other.message, other.id))
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+# -- messages (agent -> rltui) ---------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    type: ClassVar[str] = "hello"
+    host: str
+    t: float
+    agent: str  # "rltui X.Y.Z"
+    pid: int
+    job: str = ""
+    sources: dict[str, float] = field(default_factory=dict)  # name -> interval s; 0: on request
+
+
+@dataclass(frozen=True, slots=True)
+class ReadingMessage:
+    type: ClassVar[str] = "reading"
+    host: str
+    t: float
+    reading: Reading
+
+    @property
+    def source(self) -> str:
+        return self.reading.source
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    type: ClassVar[str] = "heartbeat"
+    host: str
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    type: ClassVar[str] = "reply"
+    host: str
+    t: float
+    id: str
+    ok: bool
+    message: str = ""
+    data: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorMessage:
+    type: ClassVar[str] = "error"
+    host: str
+    t: float
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Bye:
+    type: ClassVar[str] = "bye"
+    host: str
+    t: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    """A message of a type this rltui does not know (a newer agent): ignore it, show ``note``."""
+
+    type: ClassVar[str] = "unknown"
+    host: str
+    t: float
+    type_name: str
+    note: str
+
+
+Message = Union[Hello, ReadingMessage, Heartbeat, Reply, ErrorMessage, Bye, Unknown]
+
+
+# -- requests (rltui -> agent) ---------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """``op`` is any string here: an op the agent does not know gets ``ok: false``."""
+
+    id: str
+    op: str
+    path: str | None = None  # tail: one file instead of all the job's logs
+    lines: int | None = None  # tail: lines per file (DEFAULT_TAIL_LINES when None)
+
+
+# -- encoding --------------------------------------------------------------------------------------
+
+def _dumps(data: dict[str, Any]) -> bytes:
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:  # a lone surrogate (an undecodable file name): escape it
+        return json.dumps(data, separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def to_wire(msg: Message | Request) -> dict[str, Any]:
+    """The JSON object of a message or request (before it becomes a line)."""
+    if isinstance(msg, Request):
+        data: dict[str, Any] = {"v": SCHEMA_VERSION, "id": msg.id, "op": msg.op}
+        if msg.path is not None:
+            data["path"] = msg.path
+        if msg.lines is not None:
+            data["lines"] = msg.lines
+        return data
+    if isinstance(msg, Unknown):
+        raise TypeError("an Unknown message is what a reader saw; it is never sent")
+    data = {"v": SCHEMA_VERSION, "type": msg.type, "host": msg.host, "t": msg.t}
+    if isinstance(msg, ReadingMessage):
+        data["source"] = msg.reading.source
+        data["reading"] = reading_to_data(msg.reading)
+    elif isinstance(msg, Reply):
+        data |= {"id": msg.id, "ok": msg.ok, "message": msg.message}
+        if msg.data is not None:
+            data["data"] = msg.data
+    elif isinstance(msg, Hello):
+        data |= {"agent": msg.agent, "pid": msg.pid, "job": msg.job,
+                 "sources": dict(msg.sources)}
+    elif isinstance(msg, ErrorMessage):
+        data["message"] = msg.message
+    elif isinstance(msg, Bye):
+        data["reason"] = msg.reason
+    elif not isinstance(msg, Heartbeat):
+        raise TypeError(f"not a protocol message: {type(msg).__name__}")
+    return data
+
+
+def line_of(msg: Message | Request) -> bytes:
+    """The line of a message, however long (``encode`` is the checked form)."""
+    return _dumps(to_wire(msg))
+
+
+def encode(msg: Message | Request) -> bytes:
+    """One line, ``\\n``-terminated. Raises ``ProtocolError`` (kind TOO_LONG) for a message
+    over MAX_LINE: a reader would refuse it, so the writer must split or shorten it."""
+    line = line_of(msg)
+    if len(line) - 1 > MAX_LINE:
+        raise ProtocolError(TOO_LONG, f"{msg.type if not isinstance(msg, Request) else msg.op} "
+                                      f"of {len(line) - 1} bytes is over the {MAX_LINE} byte "
+                                      f"line limit")
+    return line
+
+
+# -- decoding --------------------------------------------------------------------------------------
+
+def _preview(text: str) -> str:
+    short = text[:PREVIEW] + ("..." if len(text) > PREVIEW else "")
+    return repr(scrub_text(short))
+
+
+def _object(line: bytes) -> dict[str, Any] | ProtocolError:
+    """The checks every line gets, in order: length, UTF-8, JSON, object, version."""
+    if line.endswith(b"\n"):
+        line = line[:-1]
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    if len(line) > MAX_LINE:
+        return ProtocolError(TOO_LONG, f"a line longer than {MAX_LINE} bytes (8 MiB) was "
+                                       f"rejected unread")
+    if not line.strip():
+        return ProtocolError(EMPTY, "an empty line")
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return ProtocolError(NOT_UTF8, f"not UTF-8 text (bad byte at offset {exc.start}): "
+                                       f"{_preview(line.decode('utf-8', 'replace'))}")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        return ProtocolError(NOT_JSON, f"not JSON ({why}): {_preview(text)}")
+    if not isinstance(data, dict):
+        return ProtocolError(NOT_OBJECT, f"a JSON {type(data).__name__}, not an object: "
+                                         f"{_preview(text)}")
+    v = data.get("v")
+    if "v" not in data:
+        return ProtocolError(VERSION, "no protocol version (v) in the message")
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        return ProtocolError(VERSION, f"unknown protocol version v={v!r:.40}")
+    if v > SCHEMA_VERSION:
+        return ProtocolError(NEWER_VERSION, f"the other side speaks protocol v{v}, this rltui "
+                                            f"speaks v{SCHEMA_VERSION}: upgrade rltui here "
+                                            f"(pip install -U rltui)")
+    return data
+
+
+class _Bad(Exception):
+    """A field of the wrong type, raised inside decode and turned into a ProtocolError."""
+
+
+def _get(data: dict[str, Any], where: str, key: str, kind: type | tuple, *,
+         default: Any = ..., name: str = "") -> Any:
+    if key not in data:
+        if default is ...:
+            raise _Bad(f"{where}.{key}: missing")
+        return default
+    value = data[key]
+    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        raise _Bad(f"{where}.{key}: expected {name or kind}, got {value!r}")
+    if not isinstance(value, kind):
+        raise _Bad(f"{where}.{key}: expected {name or getattr(kind, '__name__', kind)}, "
+                   f"got {value!r:.60}")
+    return value
+
+
+def _time(data: dict[str, Any], where: str) -> float:
+    t = _get(data, where, "t", (int, float), name="a number")
+    if not math.isfinite(t):
+        raise _Bad(f"{where}.t: not a finite number")
+    return float(t)
+
+
+def _sources(value: Any, where: str) -> dict[str, float]:
+    if not isinstance(value, dict):
+        raise _Bad(f"{where}.sources: expected an object")
+    out = {}
+    for name, interval in value.items():
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)):
+            raise _Bad(f"{where}.sources.{name}: expected a number, got {interval!r:.40}")
+        out[name] = float(interval)
+    return out
+
+
+def _message(data: dict[str, Any]) -> Message | ProtocolError:
+    kind = _get(data, "$", "type", str)
+    host = _get(data, kind, "host", str)
+    t = _time(data, kind)
+    if kind == "reading":
+        source = _get(data, kind, "source", str)
+        try:
+            reading = reading_from_data(data.get("reading"), "reading.reading")
+        except (ValueError, TypeError, RecursionError) as exc:
+            return ProtocolError(BAD_READING, f"a bad {source} reading: {exc}")
+        if reading.source != source:
+            raise _Bad(f"reading.source {source!r} does not match the reading's "
+                       f"{reading.source!r}")
+        return ReadingMessage(host, t, reading)
+    if kind == "heartbeat":
+        return Heartbeat(host, t)
+    if kind == "reply":
+        return Reply(host, t, _get(data, kind, "id", str), _get(data, kind, "ok", bool),
+                     _get(data, kind, "message", str), data.get("data"))
+    if kind == "hello":
+        return Hello(host, t, _get(data, kind, "agent", str), _get(data, kind, "pid", int),
+                     _get(data, kind, "job", str, default=""),
+                     _sources(data.get("sources", {}), kind))
+    if kind == "error":
+        return ErrorMessage(host, t, _get(data, kind, "message", str))
+    if kind == "bye":
+        return Bye(host, t, _get(data, kind, "reason", str))
+    return Unknown(host, t, kind, f"ignored a message of unknown type {kind!r:.40} (a newer "
+                                  f"agent?)")
+
+
+def decode(line: bytes) -> Message | ProtocolError:
+    """One line of an agent's stdout -> a message, or a ProtocolError saying what was wrong."""
+    data = _object(line)
+    if isinstance(data, ProtocolError):
+        return data
+    try:
+        return _message(data)
+    except _Bad as exc:
+        return ProtocolError(BAD_FIELD, str(exc))
+
+
+def decode_request(line: bytes) -> Request | ProtocolError:
+    """One line of the agent's stdin -> a request, or a ProtocolError (with the request's id
+    when it had a readable one, so that it can be answered)."""
+    data = _object(line)
+    if isinstance(data, ProtocolError):
+        return data
+    rid = data.get("id") if isinstance(data.get("id"), str) else None
+    try:
+        rid = _get(data, "request", "id", str)
+        op = _get(data, "request", "op", str)
+        path = _get(data, op, "path", str, default=None)
+        lines = _get(data, op, "lines", int, default=None)
+    except _Bad as exc:
+        return ProtocolError(BAD_FIELD, str(exc), rid)
+    if lines is not None and not 1 <= lines <= MAX_TAIL_LINES:
+        return ProtocolError(BAD_FIELD, f"{op}.lines: {lines} is outside 1..{MAX_TAIL_LINES}",
+                             rid)
+    return Request(rid, op, path, lines)
+
+
+# -- reading lines ---------------------------------------------------------------------------------
+
+class LineSplitter:
+    """Bytes in (as ``os.read`` gives them), whole lines out, in bounded memory.
+
+    A line longer than ``max_line`` comes out once as its first ``max_line + 1`` bytes, with no
+    newline, which ``decode`` rejects as too long without parsing; the rest of it is skipped.
+    """
+
+    def __init__(self, max_line: int = MAX_LINE) -> None:
+        self.max_line = max_line
+        self._buf = bytearray()
+        self._skipping = False  # inside the rest of a line already reported as too long
+
+    def feed(self, data: bytes) -> list[bytes]:
+        buf = self._buf
+        start = len(buf)  # no newline before this: it was searched on an earlier feed
+        buf += data
+        out: list[bytes] = []
+        pos = 0
+        while True:
+            end = buf.find(b"\n", max(pos, start))
+            if end < 0:
+                break
+            if self._skipping:
+                self._skipping = False
+            elif end - pos > self.max_line:
+                out.append(bytes(buf[pos:pos + self.max_line + 1]))
+            else:
+                out.append(bytes(buf[pos:end + 1]))
+            pos = end + 1
+        del buf[:pos]
+        if len(buf) > self.max_line:  # no newline in sight: report it now, keep no more of it
+            if not self._skipping:
+                out.append(bytes(buf[:self.max_line + 1]))
+            self._skipping = True
+            buf.clear()
+        return out
+
+    def end(self) -> list[bytes]:
+        """At end of input: a last line without its newline, if there is one."""
+        rest, skipping = bytes(self._buf), self._skipping
+        self._buf.clear()
+        self._skipping = False
+        return [rest] if rest.strip() and not skipping else []
