@@ -193,7 +193,8 @@ _SSH_FAILURES = [
     (r"no route to host|network is unreachable", "no network route to the node", "", False),
     (r"server not responding|timeout, server",
      "the node stopped answering (no reply to ssh keep-alives for 15 s)", "", False),
-    (r"connection closed|connection reset|kex_exchange_identification|broken pipe",
+    (r"connection closed|closed by remote host|connection reset|kex_exchange_identification"
+     r"|broken pipe",
      "the ssh connection dropped", "", False),
 ]
 

@@ -126,6 +126,9 @@ EXITS = [
      "node01 not responding.)", False),
     (SSH, 255, "Connection closed by 10.0.0.7 port 22\n",
      "the ssh connection dropped (Connection closed by 10.0.0.7 port 22)", False),
+    # what OpenSSH prints when the node's sshd (or the session serving the agent) dies
+    (SSH, 255, "Connection to 10.201.0.2 closed by remote host.\n",
+     "the ssh connection dropped (Connection to 10.201.0.2 closed by remote host.)", False),
     (SSH, 255, "something new\n", "ssh failed (something new)", False),
     # what the node's shell and rltui said, through ssh
     (SSH, 127, "bash: line 1: rltui: command not found\n",
