@@ -67,6 +67,14 @@ PURE_MODULES = [
     "rltui.remote.transports",
     "rltui.remote.timing",
     "rltui.remote.status",
+    "rltui.cluster",
+    "rltui.cluster.view",
+    "rltui.cluster.skew",
+    "rltui.cluster.ranks",
+    "rltui.cluster.merge",
+    "rltui.cluster.stackmerge",
+    "rltui.cluster.diagnose",
+    "rltui.cluster.monitor",
 ]
 FORBIDDEN = ["textual", "rich", "pynvml", "psutil", "subprocess"]
 
