@@ -43,6 +43,26 @@ def _add_config_option(p: argparse.ArgumentParser, sub: bool = True) -> None:
                    help="config file (default: RLTUI_CONFIG, else the XDG config path)")
 
 
+def _add_host_options(p: argparse.ArgumentParser) -> None:
+    # diagnose only for now: the app's panes for many nodes come later (docs/multi-node.md).
+    g = p.add_argument_group("across nodes (one agent per node; docs/multi-node.md)")
+    g.add_argument("--hosts", metavar="LIST",
+                   help="the job's nodes as a hostlist, each optionally user@ "
+                        "(node[01-16],gpu-a3), reached over ssh")
+    g.add_argument("--hostfile", metavar="FILE",
+                   help="the job's nodes, one host or hostlist per line (MPI hostfiles read)")
+    g.add_argument("--slurm-job", metavar="JOBID",
+                   help="the nodes of a running Slurm job (squeue), agents started by srun")
+    g.add_argument("--ssh-option", metavar="OPT", action="append",
+                   help="options for ssh, split like a shell would (repeatable; "
+                        "--ssh-option=-p2222, --ssh-option='-J bastion')")
+    g.add_argument("--remote-rltui", metavar="PATH",
+                   help="rltui on the nodes when it is not on their PATH "
+                        "(/shared/venv/bin/rltui)")
+    g.add_argument("--connect-timeout", metavar="S", type=int,
+                   help="seconds for ssh to reach a node (default 10)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rltui",
@@ -109,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--ranks", type=int, default=4, help="demo ranks (with --demo)")
     _add_config_option(dg)
     _add_source_options(dg)
+    _add_host_options(dg)
 
     om = sub.add_parser("oom", help="triage a CUDA OOM: phase, config changes, a patch",
                         description="Reads the logs (--log, or this node's job), finds the latest "
@@ -316,6 +337,9 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
     settings, _ = _settings(args)
+    from rltui.remote import cluster_run
+    if cluster_run.wanted(args):
+        return cluster_run.run_diagnose(args, settings)
     from rltui import report
     from rltui.monitor import Monitor
     saved = _saved_stacks(args.stacks) if args.stacks else None

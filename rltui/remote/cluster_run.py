@@ -1,0 +1,278 @@
+"""``rltui diagnose --hosts/--hostfile/--slurm-job``: one agent per node, headless.
+
+Starts one ``AgentStream`` per host with rltui's transports (ssh, or srun for a Slurm job),
+feeds their readings (each put on this clock with its stream's skew) and their states into a
+``ClusterMonitor`` for ``--duration`` seconds, then prints the cluster's diagnosis: the
+diagnose document of the merged job plus ``nodes`` (docs/diagnose-json.md).
+
+Headless runs make one attempt per host (no reconnect): a host that cannot be reached is
+reported lost with ssh's or srun's reason and the others go on. The run lasts ``--duration``,
+and then waits, at most ``--connect-timeout`` + SETTLE_S more, for hosts that have not yet
+sent a first reading of each of their sources, so a short run still sees every node that
+answers. Exit codes: those of diagnose, and 3 when no host answered (nothing diagnosed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import queue
+import shlex
+import sys
+import time
+from pathlib import Path
+
+from rltui.agent.protocol import Hello, ReadingMessage
+from rltui.cluster import ClusterMonitor
+from rltui.remote import cluster_report
+from rltui.remote.hostlist import HostlistError, expand, parse_hostfile, parse_hosts
+from rltui.remote.status import CLOSED, LOST
+from rltui.remote.stream import AgentStream
+from rltui.remote.transports import DEFAULT_CONNECT_TIMEOUT, Launch, slurm_launches, ssh_launches
+
+EXIT_NO_HOST = 3  # no host answered: nothing was diagnosed (as the checks' "could not finish")
+SETTLE_S = 5.0  # beyond the connect timeout: an agent's start-up and first readings
+OBSERVE_EVERY_S = 1.0  # merged snapshots for the rules' history (the idle-vs-busy window)
+# Sources whose first reading is not waited for: py-spy rounds come every pyspy.interval.
+NOT_AWAITED = ("stacks",)
+HOST_FLAGS = ("hosts", "hostfile", "slurm_job")
+WITH_HOSTS = ("ssh_option", "remote_rltui", "connect_timeout")  # mean nothing alone
+# diagnose flags that read this node only; across nodes they would silently mean nothing.
+LOCAL_ONLY = (("replay", "--replay"), ("demo", "--demo"), ("stacks", "--stacks"),
+              ("pid", "--pid"), ("now", "--now"), ("job_config", "--job-config"),
+              ("model_config", "--model-config"))
+
+
+def wanted(args: argparse.Namespace) -> bool:
+    """Whether a host flag (or one that goes with them) was given: cmd_diagnose hands the run
+    over here, and check_args refuses the second kind alone."""
+    return any(getattr(args, name, None) is not None for name in HOST_FLAGS + WITH_HOSTS)
+
+
+def _usage(message: str) -> Exception:
+    from rltui.cli import UsageError
+    return UsageError(message)
+
+
+def _hostlist_error(flag: str, exc: HostlistError) -> Exception:
+    return _usage(f"{flag}: {exc}\n  {exc.pointer().replace(chr(10), chr(10) + '  ')}"
+                  if exc.position is not None else f"{flag}: {exc}")
+
+
+def agent_args(args: argparse.Namespace) -> list[str]:
+    """What every agent is given: the job's processes and logs as the node sees them."""
+    out: list[str] = []
+    if getattr(args, "match", None):
+        out += ["--match", args.match]
+    for log in getattr(args, "log", None) or []:
+        out += ["--log", log]
+    return out
+
+
+def ssh_options(args: argparse.Namespace) -> list[str]:
+    """Each --ssh-option is split like a shell would (``--ssh-option "-F cfg"``)."""
+    words: list[str] = []
+    for value in args.ssh_option or []:
+        try:
+            words += shlex.split(value)
+        except ValueError as exc:
+            raise _usage(f"--ssh-option {value!r}: {exc}") from None
+    return words
+
+
+def check_args(args: argparse.Namespace) -> None:
+    given = [f"--{n.replace('_', '-')}" for n in HOST_FLAGS if getattr(args, n, None) is not None]
+    if not given:
+        alone = [f"--{n.replace('_', '-')}" for n in WITH_HOSTS
+                 if getattr(args, n, None) is not None]
+        raise _usage(f"{', '.join(alone)} needs --hosts, --hostfile or --slurm-job")
+    if len(given) > 1:
+        raise _usage(f"{' and '.join(given)}: give one of --hosts, --hostfile, --slurm-job")
+    for name, flag in LOCAL_ONLY:
+        if getattr(args, name, None):
+            raise _usage(f"{flag} reads this node only; it is not supported with {given[0]}")
+    if args.duration < 0:
+        raise _usage("--duration must not be negative")
+    if args.connect_timeout is not None and args.connect_timeout <= 0:
+        raise _usage("--connect-timeout must be positive")
+    if args.slurm_job and args.ssh_option:
+        raise _usage("--ssh-option applies to --hosts and --hostfile (srun starts the agents "
+                     "of --slurm-job)")
+    if getattr(args, "match", None):
+        import re
+        try:
+            re.compile(args.match)
+        except re.error as exc:
+            raise _usage(f"--match {args.match!r}: not a valid regular expression: {exc}"
+                         ) from None
+
+
+def launches(args: argparse.Namespace) -> list[Launch]:
+    """One launch per node, from the host flags; every problem is a usage error."""
+    check_args(args)
+    rltui = args.remote_rltui or "rltui"
+    extra = agent_args(args)
+    if args.slurm_job:
+        from rltui.sources.slurm import SlurmError, job_nodelist
+        try:
+            nodelist = job_nodelist(args.slurm_job)
+        except SlurmError as exc:
+            raise _usage(f"--slurm-job {args.slurm_job}: {exc}") from None
+        try:
+            hosts = expand(nodelist)
+        except HostlistError as exc:
+            raise _hostlist_error(f"--slurm-job {args.slurm_job} (squeue's nodelist)", exc)
+        return slurm_launches(args.slurm_job, hosts, rltui=rltui, agent_args=extra)
+    if args.hostfile:
+        path = Path(args.hostfile).expanduser()
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise _usage(f"--hostfile {args.hostfile}: not found") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise _usage(f"--hostfile {args.hostfile}: cannot be read: {exc}") from None
+        try:
+            targets = parse_hostfile(text, source=args.hostfile)
+        except HostlistError as exc:
+            raise _hostlist_error("--hostfile", exc)
+        if not targets:
+            raise _usage(f"--hostfile {args.hostfile}: names no host")
+    else:
+        try:
+            targets = parse_hosts(args.hosts)
+        except HostlistError as exc:
+            raise _hostlist_error("--hosts", exc)
+        if not targets:
+            raise _usage("--hosts: names no host")
+    timeout = args.connect_timeout or DEFAULT_CONNECT_TIMEOUT
+    return ssh_launches(targets, ssh_options=ssh_options(args), remote_rltui=rltui,
+                        connect_timeout=timeout, agent_args=extra)
+
+
+class HeadlessRun:
+    """The streams of one run and the monitor they feed; ``run(duration)`` then
+    ``evaluate()``. Stream callbacks only queue: the monitor is touched by this thread."""
+
+    def __init__(self, plan: list[Launch], monitor: ClusterMonitor, *,
+                 settle_s: float) -> None:
+        self.monitor = monitor
+        self.settle_s = settle_s
+        self.events: queue.Queue = queue.Queue()
+        self.sources: dict[str, set[str] | None] = {x.host: None for x in plan}  # from hello
+        self.seen: dict[str, set[str]] = {x.host: set() for x in plan}
+        self.streams = [AgentStream.for_launch(
+            x, reconnect=False,
+            on_message=lambda s, m: self.events.put((s, m)),
+            on_state=lambda s, st: self.events.put((s, st))) for x in plan]
+        for x in plan:
+            monitor.add_host(x.host)
+
+    def _settled(self) -> bool:
+        """Every host has said all it will say soon: lost, or each source read once."""
+        for stream in self.streams:
+            if stream.status().state in (LOST, CLOSED):
+                continue
+            awaited = self.sources[stream.host]
+            if awaited is None or not awaited <= self.seen[stream.host]:
+                return False
+        return True
+
+    def _handle(self, stream: AgentStream, item) -> None:
+        if isinstance(item, ReadingMessage):
+            self.monitor.ingest(stream.host, item.reading, skew_s=stream.skew)
+            self.seen[stream.host].add(item.source)
+        elif isinstance(item, Hello):
+            self.sources[stream.host] = set(item.sources) - set(NOT_AWAITED)
+            if item.job and not self.monitor.job:
+                self.monitor.job = item.job
+        elif hasattr(item, "state"):  # a StreamStatus
+            self.monitor.update_status(item)
+
+    def run(self, duration: float) -> None:
+        for stream in self.streams:
+            stream.start()
+        start = time.monotonic()
+        end, latest = start + duration, start + duration + self.settle_s
+        observed = start
+        while True:
+            now = time.monotonic()
+            if now >= end and (now >= latest or self._settled()):
+                break
+            wait = (end if now < end else min(latest, now + OBSERVE_EVERY_S)) - now
+            try:
+                stream, item = self.events.get(timeout=max(0.0, min(wait, OBSERVE_EVERY_S)))
+            except queue.Empty:
+                continue
+            self._handle(stream, item)
+            if time.monotonic() - observed >= OBSERVE_EVERY_S:
+                observed = time.monotonic()
+                self.monitor.observe(time.time())
+        while True:  # what arrived meanwhile
+            try:
+                self._handle(*self.events.get_nowait())
+            except queue.Empty:
+                break
+        for stream in self.streams:  # the states now, before closing makes them "closed"
+            self.monitor.update_status(stream.status())
+
+    def close(self) -> None:
+        for stream in self.streams:
+            stream.close(wait=False)  # their grace periods overlap
+        for stream in self.streams:
+            stream.join(stream.close_grace + 5.0)
+
+
+def run_diagnose(args: argparse.Namespace, settings) -> int:
+    """The diagnose command across nodes; returns the exit code."""
+    from rltui import cli, report
+    plan = launches(args)
+    monitor = ClusterMonitor(thresholds=settings.thresholds)
+    timeout = args.connect_timeout or DEFAULT_CONNECT_TIMEOUT
+    run = HeadlessRun(plan, monitor, settle_s=timeout + SETTLE_S)
+    try:
+        run.run(args.duration)
+        snap, diagnosis = monitor.evaluate(time.time())
+    finally:
+        run.close()
+    diagnosis = cluster_report.with_unreached(snap, diagnosis)
+    merged = snap.merged
+    assert merged is not None
+    if args.json:
+        doc = report.to_json(merged, diagnosis, "live", "clock")
+        doc["ranks"] = cluster_report.ranks_with_hosts(snap, doc["ranks"])
+        doc["nodes"] = cluster_report.nodes_json(snap)
+        if snap.stack_report is not None:
+            from rltui.diagnosis.stacks import report_json
+            doc["stacks"] = report_json(snap.stack_report)
+        print(json.dumps(doc, indent=2))
+    else:
+        sys.stdout.write(report.to_text(merged, diagnosis))
+        sys.stdout.write(cluster_report.nodes_text(snap))
+        if snap.stack_report is not None:
+            sys.stdout.write(cli._stacks_text(snap.stack_report))
+    if args.report:
+        write_incident(args.report, monitor, snap, diagnosis)
+    if all(n.snapshot is None for n in snap.nodes):
+        print(f"rltui: no host answered ({len(snap.nodes)} tried): nothing was diagnosed",
+              file=sys.stderr)
+        return EXIT_NO_HOST
+    return cli.EXIT_FOUND if report.should_fail(diagnosis, args.fail_on) else cli.EXIT_OK
+
+
+def write_incident(folder: str, monitor: ClusterMonitor, snap, diagnosis) -> None:
+    """The incident report of the merged job, with each host's log tails (``host:path``,
+    scrubbed by the report) and a nodes section."""
+    from rltui import cli, incident
+    tails = {f"{host}:{path}": lines for host, m in monitor.monitors.items()
+             for path, lines in m.tracker.logbook.tails(incident.LOG_TAIL).items()}
+    doc = incident.build(incident.ReportInputs(
+        snapshot=snap.merged, diagnosis=diagnosis, stacks=snap.stack_report, log_tails=tails,
+        commands=cli.invocation(), mode="live"))
+    doc["nodes"] = cluster_report.nodes_json(snap)
+    try:
+        md, js = incident.write_report(folder, doc)
+        with open(md, "a", encoding="utf-8") as out:
+            out.write(cluster_report.nodes_markdown(snap))
+    except OSError as exc:
+        raise _usage(f"--report {folder}: cannot write: {exc.strerror or exc}") from None
+    print(f"rltui: incident report written to {md} and {js}", file=sys.stderr)
