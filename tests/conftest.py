@@ -2,7 +2,7 @@
 
 import signal
 
-pytest_plugins = ["tests.fakes.rollout_fixtures"]
+pytest_plugins = ["tests.fakes.rollout_fixtures", "tests.fakes.netns_fixtures"]
 
 # A test run started in the background (`cmd &`, nohup, some CI runners) inherits SIGINT
 # ignored, and every process a test starts would inherit that too: Python then never raises

@@ -23,34 +23,10 @@ from rltui.cluster.stackmerge import merged_samples
 from rltui.model import (OK, Frame, GpuPoll, GpuSample, LogPoll, LogUpdate, ProcessDump,
                          ProcInfo, ProcPoll, Reading, StackPoll, StepRecord, ThreadStack)
 
-NODES, PER_NODE, DEPTH = 128, 8, 60
+from tests.benchmarks.test_stacks_merge import _kind, _path  # the same four stacks
+
+NODES, PER_NODE = 128, 8
 T0 = 1_700_000_000.0
-
-
-def _path(kind: int) -> list[tuple[str, str, int]]:
-    """One of four distinct stacks, innermost first, ``DEPTH`` frames."""
-    outer = [(f"Layer{i}.forward", f"model/layer{i}.py", 10 + i) for i in range(DEPTH - 6)]
-    tails = {
-        0: [("recv_object_list", "torch/distributed/distributed_c10d.py", 3100),
-            ("PipelineSchedule._shape_inference", "pipe/schedule.py", 191),
-            ("PipelineSchedule.step", "pipe/schedule.py", 185)],
-        1: [("all_reduce", "torch/distributed/distributed_c10d.py", 2501),
-            ("FSDPActor.forward", "engine/actor.py", 158),
-            ("Trainer.train_step", "trainer.py", 252)],
-        2: [("all_reduce", "torch/distributed/distributed_c10d.py", 2501),
-            ("FSDPActor.backward", "engine/actor.py", 169),
-            ("Trainer.train_step", "trainer.py", 252)],
-        3: [("destroy_process_group", "torch/distributed/distributed_c10d.py", 1900),
-            ("FSDPActor.destroy", "engine/actor.py", 174),
-            ("Trainer.close", "trainer.py", 223)],
-    }
-    return tails[kind] + outer + [("Trainer._run_train", "trainer.py", 243),
-                                  ("Trainer.train", "trainer.py", 236),
-                                  ("main", "run.py", 88)]
-
-
-def _kind(rank: int) -> int:
-    return 3 if rank % 512 == 511 else rank % 3
 
 
 def _round(node: int, t: float) -> Reading:

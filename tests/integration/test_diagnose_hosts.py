@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.netns import Cluster, missing
+from tests.fakes.netns import Cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -41,19 +41,6 @@ def rltui_command() -> list[str]:
     if script.is_file():
         return [str(script)]
     return [sys.executable, "-m", "rltui"]
-
-
-@pytest.fixture(scope="module")
-def netns_ok() -> None:
-    reason = missing()
-    if reason:
-        pytest.skip(f"multi-host tests need network namespaces and sshd: {reason}")
-
-
-@pytest.fixture
-def cluster(netns_ok, tmp_path):
-    with Cluster(tmp_path / "net") as made:
-        yield made
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from rltui.remote.status import CLOSED, CONNECTING, LIVE, LOST
 from rltui.remote.stream import AgentStream
 from rltui.remote.timing import Backoff
 from rltui.remote.transports import SSH, explain_exit, ssh_argv, ssh_launches
-from tests.fakes.netns import Cluster, missing
+from tests.fakes.netns import Cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -47,19 +47,6 @@ def remote_rltui() -> str:
     if script.is_file():
         return str(script)
     return f"env PYTHONPATH={REPO} {sys.executable} -m rltui"
-
-
-@pytest.fixture(scope="module")
-def netns_ok() -> None:
-    reason = missing()
-    if reason:
-        pytest.skip(f"multi-host tests need network namespaces and sshd: {reason}")
-
-
-@pytest.fixture
-def cluster(netns_ok, tmp_path):
-    with Cluster(tmp_path / "net") as made:
-        yield made
 
 
 @pytest.fixture
