@@ -282,6 +282,8 @@ def to_markdown(doc: Mapping[str, Any]) -> str:
     for log in doc["logs"]:
         rank = "" if log["rank"] is None else f" (rank {log['rank']})"
         out += [f"### {log['path']}{rank}", "", "```"] + list(log["last_lines"]) + ["```", ""]
+    if doc.get("nodes"):  # a report across nodes (rltui diagnose --hosts --report)
+        out += _nodes_markdown(doc["nodes"], doc["snapshot_time"])
     out += ["## Commands", "", "```"] + list(doc["commands"]) + ["```", ""]
     if doc["notes"]:
         out += ["## Notes", ""] + [f"- {n}" for n in doc["notes"]] + [""]
@@ -289,6 +291,18 @@ def to_markdown(doc: Mapping[str, Any]) -> str:
 
 
 # -- writing ---------------------------------------------------------------------------------------
+
+def _nodes_markdown(nodes: Sequence[Mapping[str, Any]], now: float) -> list[str]:
+    out = ["## Nodes", "", "| host | state | last seen | skew | node rank | ranks | reason |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    for n in nodes:
+        seen = "never" if n["last_seen"] is None else f"{max(0.0, now - n['last_seen']):.1f} s ago"
+        skew = "" if n["skew_s"] is None else f"{n['skew_s']:+.2f} s"
+        out.append(f"| {n['host']} | {n['state']} | {seen} | {skew} | "
+                   f"{'' if n['node_rank'] is None else n['node_rank']} | "
+                   f"{compact(n['ranks'])} | {_cell(n['reason'])} |")
+    return out + [""]
+
 
 def default_folder(host: str, when: float) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(when))

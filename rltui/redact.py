@@ -209,3 +209,15 @@ def url_secrets(url: str) -> list[str]:
         if eq and value and is_secret_name(unquote_plus(name)):
             out.append(value)
     return out
+
+
+MIN_SECRET_LEN = 4  # shorter values are left to the patterns: hiding every "ab" hides nothing
+
+
+def hide_secrets(text: str, secrets: Iterable[str | None]) -> str:
+    """``text`` with each of ``secrets`` (known values: an API key, a URL's password) replaced,
+    longest first so that a secret holding another is hidden whole, then ``scrub_text``."""
+    for secret in sorted({s for s in secrets if s and len(s) >= MIN_SECRET_LEN}, key=len,
+                         reverse=True):
+        text = text.replace(secret, REDACTED)
+    return scrub_text(text)

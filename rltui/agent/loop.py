@@ -33,8 +33,8 @@ from rltui.agent import requests
 from rltui.agent.output import Output
 from rltui.agent.protocol import (EMPTY, Bye, ErrorMessage, Heartbeat, Hello, LineSplitter,
                                   ProtocolError, Reply, Request, decode_request)
-from rltui.model import ERROR, Reading
-from rltui.sources.base import Source, guarded_poll
+from rltui.model import Reading
+from rltui.sources.base import guarded_poll
 from rltui.sources.bundle import Bundle, run_schedule
 
 MAX_QUEUED_DUMPS = 8  # dump requests waiting for the stacks thread; more are refused as busy
@@ -180,7 +180,7 @@ class Agent:
             if source is None:
                 self._answer_dump(request, False, "this agent has no stack source")
                 continue
-            reading = _dump_now(source)
+            reading = guarded_poll(source, poll=source.dump_now)
             self._emit(reading)  # the round first, then the reply that refers to it
             self._answer_dump(request, *requests.dump(reading))
 
@@ -240,8 +240,7 @@ class Agent:
                 self._reply(request.id, True, "stopping")
                 self.stop(STOP_REQUEST)
             elif request.op == "tail":
-                files = (requests.job_log_files(self._logs.globs, self._logs.discover)
-                         if self._logs is not None else [])
+                files = self._logs.paths() if self._logs is not None else []
                 self._reply(request.id, *requests.tail(request, files))
             elif request.op == "dump":
                 self._queue_dump(request)
@@ -257,11 +256,3 @@ class Agent:
 
     def _error(self, message: str) -> None:
         self.out.send(ErrorMessage(self.host, self.out.now(), message))
-
-
-def _dump_now(source: Source) -> Reading:
-    try:
-        return source.dump_now()  # type: ignore[attr-defined]
-    except Exception as exc:  # noqa: BLE001 - like guarded_poll, for the on-demand round
-        return Reading(source=source.name, timestamp=time.time(), status=ERROR,
-                       message=f"{type(exc).__name__}: {exc}")

@@ -8,9 +8,8 @@ agent to read any other file of the user's.
 
 from __future__ import annotations
 
-import glob
 import os
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from rltui import __version__
 from rltui.agent.lastlines import last_lines
@@ -19,24 +18,6 @@ from rltui.model import OK, Reading, StackPoll
 from rltui.redact import scrub_text
 
 Answer = tuple[bool, str, Any]
-
-
-def job_log_files(globs: Sequence[str], discover: Callable[[], Sequence] | None) -> list[str]:
-    """The job's log files now, by real path, in a stable order (globs first)."""
-    found: dict[str, None] = {}
-    for pattern in globs:
-        pattern = os.path.expanduser(pattern)
-        if any(c in pattern for c in "*?["):
-            paths = sorted(glob.glob(pattern, recursive=True))
-        else:
-            paths = [pattern] if os.path.exists(pattern) else []
-        for path in paths:
-            if not os.path.isdir(path):
-                found.setdefault(os.path.realpath(path))
-    for path, _rank, _pid in (discover() if discover else ()):
-        if path:
-            found.setdefault(os.path.realpath(path))
-    return list(found)
 
 
 def tail(request: Request, files: Sequence[str]) -> Answer:

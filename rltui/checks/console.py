@@ -88,7 +88,7 @@ def run_interruptibly(run: Callable[..., Any], spec: Any, name: str) -> tuple[An
     bar.close()
     if "error" in box:
         raise box["error"]
-    return box.get("report"), interrupted
+    return box["report"], interrupted
 
 
 def _quit_now() -> None:

@@ -185,13 +185,6 @@ def _samples(rows: Rows, skipped: list[SkippedLine],
     return samples, sorted(skipped, key=lambda s: s.line), truncated
 
 
-def parse_lines(lines: list[str], path: str = "<memory>", limit: int | None = None) -> Dataset:
-    rows, skipped = _objects(lines)
-    samples, skipped, truncated = _samples(rows, skipped, limit)
-    return Dataset(path=path, samples=tuple(samples), skipped=tuple(skipped),
-                   truncated=truncated)
-
-
 def _read_lines(p: Path) -> list[str]:
     try:
         raw = p.read_bytes()

@@ -109,18 +109,3 @@ def nodes_text(snap: ClusterSnapshot) -> str:
         if n.status.state == LOST or (n.status.reason and n.snapshot is None):
             lines.append(f"      {scrub_text(n.status.reason) or 'no answer'}")
     return "\n".join(lines) + "\n"
-
-
-
-def nodes_markdown(snap: ClusterSnapshot) -> str:
-    """The incident report's nodes section."""
-    out = ["", "## Nodes", "", "| host | state | last seen | skew | node rank | ranks | reason |",
-           "| --- | --- | --- | --- | --- | --- | --- |"]
-    for item in nodes_json(snap):
-        skew = "" if item["skew_s"] is None else f"{item['skew_s']:+.2f} s"
-        reason = item["reason"].replace("|", "\\|").replace("\n", " ")
-        out.append(f"| {item['host']} | {item['state']} | "
-                   f"{_age(snap.timestamp, item['last_seen'])} | {skew} | "
-                   f"{'' if item['node_rank'] is None else item['node_rank']} | "
-                   f"{compact(item['ranks'])} | {reason} |")
-    return "\n".join(out) + "\n"

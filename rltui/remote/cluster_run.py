@@ -271,8 +271,6 @@ def write_incident(folder: str, monitor: ClusterMonitor, snap, diagnosis) -> Non
     doc["nodes"] = cluster_report.nodes_json(snap)
     try:
         md, js = incident.write_report(folder, doc)
-        with open(md, "a", encoding="utf-8") as out:
-            out.write(cluster_report.nodes_markdown(snap))
     except OSError as exc:
         raise _usage(f"--report {folder}: cannot write: {exc.strerror or exc}") from None
     print(f"rltui: incident report written to {md} and {js}", file=sys.stderr)

@@ -39,7 +39,7 @@ DEFAULT_CONNECT_TIMEOUT = 10  # seconds for ssh to reach a node before giving up
 # A dead connection (node powered off, network gone) is noticed after about
 # ServerAliveInterval x ServerAliveCountMax = 15 s instead of the TCP timeout of minutes.
 SSH_KEEPALIVE = ("-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3")
-_JOB_ID = re.compile(r"[0-9]+(?:[_+][0-9]+)?")  # 1234, an array task 1234_5, a het job 1234+0
+JOB_ID = re.compile(r"[0-9]+(?:[_+][0-9]+)?")  # 1234, an array task 1234_5, a het job 1234+0
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +104,7 @@ def srun_argv(job_id: str, host: str, *, agent_args: Sequence[str] = (),
     when rltui runs inside the job. srun runs the program without a shell, with this
     shell's environment (PATH included), so an rltui on a shared filesystem is found there.
     """
-    if not _JOB_ID.fullmatch(str(job_id)):
+    if not JOB_ID.fullmatch(str(job_id)):
         raise ValueError(f"{job_id!r} is not a Slurm job id (1234, 1234_5 or 1234+0)")
     if host.startswith("-"):
         raise ValueError(f"{host!r} is not a host name")

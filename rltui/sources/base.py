@@ -22,10 +22,13 @@ class Source(Protocol):
     def close(self) -> None: ...
 
 
-def guarded_poll(source: Source, clock: Callable[[], float] = time.time) -> Reading:
-    """Poll ``source``; an unexpected exception becomes an ``error`` reading, not a crash."""
+def guarded_poll(source: Source, clock: Callable[[], float] = time.time,
+                 poll: Callable[[], Reading] | None = None) -> Reading:
+    """Poll ``source`` (or call ``poll``, another way of reading it, such as the stacks
+    source's ``dump_now``); an unexpected exception becomes an ``error`` reading, not a
+    crash."""
     try:
-        return source.poll()
+        return (poll or source.poll)()
     except Exception as exc:  # noqa: BLE001 - the whole point is to contain it
         return Reading(
             source=getattr(source, "name", "?"),

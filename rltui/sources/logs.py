@@ -118,6 +118,11 @@ class LogSource:
 
     # -- finding files -----------------------------------------------------------------------
 
+    def paths(self) -> list[str]:
+        """The job's log files now, by real path (the --log globs first, then discovered),
+        directories left out: what the agent's ``tail`` request may read."""
+        return [p for p in self._targets()[0] if not os.path.isdir(p)]
+
     def _targets(self) -> tuple[dict[str, tuple[int | None, int | None]], list[str], str]:
         """{real path: (rank, pid) from discovery}, unmatched globs, a note on discovery."""
         found: dict[str, tuple[int | None, int | None]] = {}

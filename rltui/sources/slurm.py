@@ -11,12 +11,11 @@ with a fake ``squeue`` on PATH.
 
 from __future__ import annotations
 
-import re
 import subprocess
 from collections.abc import Callable, Sequence
 
-# 1234, an array task 1234_5, a heterogeneous job's component 1234+0 (as srun_argv takes them)
-JOB_ID = re.compile(r"[0-9]+(?:[_+][0-9]+)?")
+from rltui.remote.transports import JOB_ID  # the same ids srun_argv takes
+
 TIMEOUT_S = 30.0  # a slurmctld that does not answer must not hang rltui
 
 

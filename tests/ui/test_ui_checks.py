@@ -75,6 +75,10 @@ async def test_workflow_check_runs_from_the_screen(replay_app, tmp_path):
             assert status.startswith("passed"), status
             assert "8/8 completed" in status
             assert "sequential vs concurrent: agree" in status
+            # the bar ends full: the last counted step (8 runs at once), not reset by the
+            # uncounted "done" phase
+            bar = screen.query_one("#check-progress")
+            assert (bar.progress, bar.total) == (8, 8)
             await pilot.press("ctrl+o")
             files = sorted((tmp_path / "out").iterdir())
             assert [f.suffix for f in files] == [".json", ".md"]

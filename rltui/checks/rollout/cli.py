@@ -88,8 +88,6 @@ def run(args: argparse.Namespace) -> int:
     from rltui.checks.rollout.runner import run as run_check
     spec = spec_from_args(args)
     report, interrupted = run_interruptibly(run_check, spec, "rollout-check")
-    if report is None:
-        return EXIT_INTERRUPTED
     doc = report.to_json()
     if args.json:
         print(json.dumps(doc, indent=2))

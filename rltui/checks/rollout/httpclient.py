@@ -11,11 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 from urllib.parse import parse_qsl, unquote, unquote_plus, urlparse, urlunparse
 
-from rltui.redact import REDACTED, redact_url, scrub_text, url_secrets
+from rltui.redact import MIN_SECRET_LEN, hide_secrets, redact_url, url_secrets
 
 # Secrets shorter than this are left to rltui.redact's patterns: replacing every "ab" in a
 # message would make it unreadable and hide nothing worth hiding (as the workflow check does).
-MIN_SECRET_LEN = 4
 
 
 class EndpointError(Exception):
@@ -103,12 +102,7 @@ def scrub(text: str, secrets: str | Iterable[str] | None) -> str:
     """Never let a key through, even when a server echoes it in an error: each secret itself
     (``secrets_of``), then whatever ``rltui.redact`` hides (passwords in URLs, ``api_key=...``,
     token shapes)."""
-    if isinstance(secrets, str):
-        secrets = (secrets,)
-    for secret in sorted(secrets or (), key=len, reverse=True):
-        if secret and len(secret) >= MIN_SECRET_LEN:
-            text = text.replace(secret, REDACTED)
-    return scrub_text(text)
+    return hide_secrets(text, (secrets,) if isinstance(secrets, str) else secrets or ())
 
 
 def error_detail(response: Any) -> str:

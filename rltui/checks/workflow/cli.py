@@ -93,8 +93,6 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     from rltui.checks.workflow.runner import run as run_check
     report, interrupted = run_interruptibly(run_check, spec, "workflow-check")
-    if report is None:
-        return EXIT_INTERRUPTED
     # bad input (a dataset with no usable line): nothing ran, so a usage error, not a report
     usage = (report.setup_error or {}).get("kind") == "input"
     if args.json:

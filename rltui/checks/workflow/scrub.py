@@ -8,9 +8,7 @@ from typing import Any, Iterable, Optional
 from urllib.parse import unquote
 
 from rltui.checks.workflow.spec import WorkflowSpec
-from rltui.redact import REDACTED, is_secret_name, scrub_text, url_secrets
-
-__all__ = ["Scrubber", "secrets_of", "url_secrets"]  # url_secrets: moved to rltui.redact
+from rltui.redact import hide_secrets, is_secret_name, url_secrets
 
 
 class Scrubber:
@@ -19,13 +17,10 @@ class Scrubber:
     ``ab`` in a report would make it unreadable and hide nothing worth hiding."""
 
     def __init__(self, secrets: Iterable[Optional[str]]) -> None:
-        # longest first, so that a secret holding another is hidden whole
-        self.secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+        self.secrets = tuple(secrets)
 
     def text(self, value: str) -> str:
-        for secret in self.secrets:
-            value = value.replace(secret, REDACTED)
-        return scrub_text(value)
+        return hide_secrets(value, self.secrets)
 
     def __call__(self, obj: Any) -> Any:
         if isinstance(obj, str):

@@ -65,10 +65,8 @@ class CheckScreen(Screen):
         self.report: Any = None  # the last finished (or cancelled) run's report
         self.running = False
         self.finished = threading.Event()  # set when a run ends; tests wait on it
-        self.runs = 0
         self._cancel: threading.Event | None = None
         self._started = 0.0
-        self._live_rows = 0
 
     def compose(self) -> ComposeResult:
         yield Static(self.form.title, id="check-title", markup=False)
@@ -140,7 +138,6 @@ class CheckScreen(Screen):
         self.finished.clear()
         self._cancel = threading.Event()
         self._started = time.monotonic()
-        self._live_rows = 0
         table = self.query_one("#check-results", DataTable)
         table.clear()
         bar = self.query_one("#check-progress", ProgressBar)
@@ -161,8 +158,9 @@ class CheckScreen(Screen):
         return work
 
     def _progressed(self, update: Progress) -> None:
-        bar = self.query_one("#check-progress", ProgressBar)
-        bar.update(total=update.total or None, progress=update.done)
+        if update.total:  # a phase without a count (loading, done) keeps the bar as it is
+            self.query_one("#check-progress", ProgressBar).update(total=update.total,
+                                                                  progress=update.done)
         elapsed = time.monotonic() - self._started
         text = f"{update.phase}: {update.done}/{update.total}  {elapsed:.0f} s"
         if update.message:
@@ -171,7 +169,6 @@ class CheckScreen(Screen):
         row = self.form.item_row(update.item) if update.item is not None else None
         if row is not None:
             self.query_one("#check-results", DataTable).add_row(*row)
-            self._live_rows += 1
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker.group != f"check-{self.form.kind}":
@@ -185,12 +182,11 @@ class CheckScreen(Screen):
 
     def _done(self, report: Any, error: BaseException | None) -> None:
         self.running = False
-        self.runs += 1
         if report is not None:
             self.report = report
             bar = self.query_one("#check-progress", ProgressBar)
-            if bar.total is None:  # nothing counted (a setup error): no spinner left behind
-                bar.update(total=1, progress=0)
+            if bar.total is None:  # nothing was counted: the run is over, no spinner left
+                bar.update(total=1, progress=1)
             table = self.query_one("#check-results", DataTable)
             table.clear()
             for row in self.form.rows(report):
