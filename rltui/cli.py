@@ -43,29 +43,37 @@ def _add_config_option(p: argparse.ArgumentParser, sub: bool = True) -> None:
                    help="config file (default: RLTUI_CONFIG, else the XDG config path)")
 
 
-def _add_host_options(p: argparse.ArgumentParser) -> None:
-    # diagnose only for now: the app's panes for many nodes come later (docs/multi-node.md).
-    g = p.add_argument_group("across nodes (one agent per node; docs/multi-node.md)")
-    g.add_argument("--hosts", metavar="LIST",
+def _add_host_options(p: argparse.ArgumentParser, sub: bool = True) -> None:
+    # On diagnose the defaults are suppressed, as for the source options: ``rltui --hosts a
+    # diagnose`` keeps the top-level value.
+    dflt = argparse.SUPPRESS if sub else None
+    g = p.add_argument_group("across nodes (one agent per node, or Ray; docs/multi-node.md)")
+    g.add_argument("--hosts", metavar="LIST", default=dflt,
                    help="the job's nodes as a hostlist, each optionally user@ "
                         "(node[01-16],gpu-a3), reached over ssh")
-    g.add_argument("--hostfile", metavar="FILE",
+    g.add_argument("--hostfile", metavar="FILE", default=dflt,
                    help="the job's nodes, one host or hostlist per line (MPI hostfiles read)")
-    g.add_argument("--slurm-job", metavar="JOBID",
+    g.add_argument("--slurm-job", metavar="JOBID", default=dflt,
                    help="the nodes of a running Slurm job (squeue), agents started by srun")
-    g.add_argument("--ssh-option", metavar="OPT", action="append",
+    g.add_argument("--ray", metavar="ADDRESS", default=dflt,
+                   help="a Ray cluster's dashboard (http://HEAD:8265): nodes, workers, actors "
+                        "and their stacks through Ray itself (docs/ray.md)")
+    g.add_argument("--ssh-option", metavar="OPT", action="append", default=dflt,
                    help="options for ssh, split like a shell would (repeatable; "
                         "--ssh-option=-p2222, --ssh-option='-J bastion')")
-    g.add_argument("--remote-rltui", metavar="PATH",
+    g.add_argument("--remote-rltui", metavar="PATH", default=dflt,
                    help="rltui on the nodes when it is not on their PATH "
                         "(/shared/venv/bin/rltui)")
-    g.add_argument("--connect-timeout", metavar="S", type=int,
+    g.add_argument("--connect-timeout", metavar="S", type=int, default=dflt,
                    help="seconds for ssh to reach a node (default 10)")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # allow_abbrev=False: argparse matches abbreviations of the top-level options against every
+    # word of the command line, so the agent's --host would be "ambiguous" with --hosts and
+    # --hostfile. Sub-commands keep abbreviations.
     p = argparse.ArgumentParser(
-        prog="rltui",
+        prog="rltui", allow_abbrev=False,
         description="Live monitor and hang triage for distributed RL training nodes. With no "
                     "command, watches this node.",
         epilog="Docs: docs/getting-started.md. Config: $XDG_CONFIG_HOME/rltui/config.yaml or "
@@ -73,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"rltui {_version()}")
     _add_config_option(p, sub=False)
     _add_source_options(p, sub=False)
+    _add_host_options(p, sub=False)
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     d = sub.add_parser("demo", help="start a real synthetic multi-process job and watch it",
@@ -130,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_option(dg)
     _add_source_options(dg)
     _add_host_options(dg)
+    dg.add_argument("--no-dump", action="store_true",
+                    help="across nodes: no stack dump of every rank at the end of the run "
+                         "(the stacks are then the agents' last periodic, non-blocking round)")
 
     om = sub.add_parser("oom", help="triage a CUDA OOM: phase, config changes, a patch",
                         description="Reads the logs (--log, or this node's job), finds the latest "
@@ -259,6 +271,9 @@ def _logs(args: argparse.Namespace) -> list[str]:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     settings, path = _settings(args)
+    from rltui.remote import cluster_run
+    if cluster_run.wanted(args):
+        return _run_app(cluster_run.cluster_bundle(args, settings), settings, path)
     match, pids = _source_args(args)
     from rltui.sources.bundle import live_bundle
     return _run_app(live_bundle(settings, match, pids, _logs(args)), settings, path)

@@ -85,14 +85,18 @@ def _gpu_of(snap: NodeSnapshot, p: ProcInfo) -> dict[str, Any] | None:
 
 
 def _ranks(snap: NodeSnapshot, labels: Mapping[int, str]) -> list[dict[str, Any]]:
-    logs_by_pid = {log.pid: log for log in snap.logs if log.pid is not None}
+    # Across nodes pids repeat: a log found by pid is matched on its node too (merged log paths
+    # are host:path, processes carry their host).
+    across = any(p.host for p in snap.procs)
+    logs_by_pid = {(log.path.partition(":")[0] if across else "", log.pid): log
+                   for log in snap.logs if log.pid is not None}
     logs_by_rank = {log.rank: log for log in snap.logs if log.rank is not None}
     rows = []
     for p in sorted(snap.procs, key=lambda p: (p.rank is None, p.rank or 0, p.pid)):
-        log = logs_by_pid.get(p.pid) or logs_by_rank.get(p.rank)
+        log = logs_by_pid.get((p.host, p.pid)) or logs_by_rank.get(p.rank)
         member = p.rank if p.rank is not None else -1 - p.pid
         rows.append({
-            "rank": p.rank, "pid": p.pid, "role": p.role, "state": p.state,
+            "rank": p.rank, "host": p.host, "pid": p.pid, "role": p.role, "state": p.state,
             "cpu_percent": p.cpu_percent, "rss": p.rss, "gpu": _gpu_of(snap, p),
             "last_step": log.last_step if log else None,
             "last_step_age_s": (round(snap.timestamp - log.last_step_time, 1)
@@ -101,7 +105,8 @@ def _ranks(snap: NodeSnapshot, labels: Mapping[int, str]) -> list[dict[str, Any]
             "log": log.path if log else None,
         })
     for d in snap.departed:
-        rows.append({"rank": d.rank, "pid": d.pid or None, "state": d.reason,
+        rows.append({"rank": d.rank, "host": d.info.host if d.info else "",
+                     "pid": d.pid or None, "state": d.reason,
                      "gone_since": d.gone_since, "stack_class": None,
                      "role": d.info.role if d.info else ""})
     return rows
@@ -254,14 +259,19 @@ def to_markdown(doc: Mapping[str, Any]) -> str:
             out += [f"### Class {cs['class']}: {members} "
                     f"(stack of {who}, thread {cs['thread'] or '?'}, {cs['status']})", "",
                     "```"] + _stack_lines(cs["frames"]) + ["```", ""]
+    # Across nodes a host column: pids repeat from node to node.
+    across = bool(doc.get("nodes"))
+    host_head, host_rule = ("host | ", "---|") if across else ("", "")
     out += ["## Ranks", "",
-            "| rank | pid | state | CPU | GPU | GPU util | GPU mem | last step | age | class |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+            f"| rank | {host_head}pid | state | CPU | GPU | GPU util | GPU mem | last step | age "
+            "| class |",
+            f"|---|{host_rule}---|---|---|---|---|---|---|---|---|"]
     for r in doc["ranks"]:
         gpu = r.get("gpu") or {}
         age = r.get("last_step_age_s")
+        host = f"{r.get('host') or '-'} | " if across else ""
         out.append(
-            f"| {_fmt(r['rank'])} | {_fmt(r['pid'])} | {r['state']} "
+            f"| {_fmt(r['rank'])} | {host}{_fmt(r['pid'])} | {r['state']} "
             f"| {_fmt(r.get('cpu_percent'), '%')} | {_fmt(gpu.get('index'))} "
             f"| {_fmt(gpu.get('util'), '%')} | {_gib(gpu.get('mem_used'))} "
             f"| {_fmt(r.get('last_step'))} | {'N/A' if age is None else f'{age:.0f} s'} "

@@ -119,6 +119,12 @@ class ProcInfo:
     stderr_path: str | None = None
     partial: bool = False  # some fields could not be read
     partial_reason: str = ""
+    # The node it runs on, in a view of many nodes (the name rltui knows the node by); "" on
+    # one node. Pids repeat across nodes: (host, pid) names a process.
+    host: str = ""
+    # NODE_RANK (torchrun, Lightning) else GROUP_RANK (torchrun's elastic agent): which node of
+    # the job this is, for a global rank when RANK itself is missing.
+    node_rank: int | None = None
 
     @property
     def is_zombie(self) -> bool:

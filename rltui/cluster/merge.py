@@ -16,17 +16,15 @@ merged view (counted as processes without a rank) and the duplicate is reported.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 
 from rltui.cluster import ranks as rank_rules
 from rltui.cluster.view import (GPU_STRIDE, RANK_LIVE, RANK_UNKNOWN, ClusterRank, DuplicateRank,
                                 NodeView)
-from rltui.model import OK, DepartedRank, NodeSnapshot, ProcInfo, SourceState
+from rltui.model import OK, DepartedRank, LogPoll, NodeSnapshot, ProcInfo, SourceState
 from rltui.rankset import label
 from rltui.remote.hostlist import compress
 
-# ProcInfo gets a host field in a later change; until then the ranks table carries the host.
-_PROC_HAS_HOST = "host" in {f.name for f in fields(ProcInfo)}
 MAX_WORLD = 1 << 16  # a WORLD_SIZE above this is not believed (coverage note skipped)
 
 
@@ -46,14 +44,19 @@ def _on_host(host: str, path: str | None) -> str | None:
     return None if path is None else f"{host}:{path}"
 
 
+def log_poll_on_host(poll: LogPoll, host: str) -> LogPoll:
+    """A host's log reading with its paths as the merged view names them (``host:path``),
+    for a log book of every host's lines."""
+    return replace(poll, files=tuple(replace(u, path=f"{host}:{u.path}") for u in poll.files),
+                   unmatched=tuple(f"{host}:{g}" for g in poll.unmatched))
+
+
 def _merged_proc(p: ProcInfo, host: str, rank: int | None, slot: int) -> ProcInfo:
-    changes: dict = {"rank": rank,
+    changes: dict = {"rank": rank, "host": host,
                      "stdout_path": _on_host(host, p.stdout_path),
                      "stderr_path": _on_host(host, p.stderr_path)}
     if p.gpu_index is not None:
         changes["gpu_index"] = slot * GPU_STRIDE + p.gpu_index
-    if _PROC_HAS_HOST:
-        changes["host"] = host
     return replace(p, **changes)
 
 

@@ -39,9 +39,9 @@ NO_LOCAL_WORLD = "node rank without LOCAL_WORLD_SIZE"
 
 def env_node_rank(p: ProcInfo) -> tuple[int | None, str]:
     """The node rank a process's environment gives, and the variable it came from."""
-    own = getattr(p, "node_rank", None)  # a field the process source may add later
-    if isinstance(own, int) and own >= 0:
-        return own, FROM_NODE_RANK
+    if p.node_rank is not None:
+        return p.node_rank, FROM_NODE_RANK
+    # Recordings and agents from before ProcInfo had node_rank: a debug_env that carries it.
     env = dict(p.debug_env) if p.debug_env else {}
     for name, how in (("NODE_RANK", FROM_NODE_RANK), ("GROUP_RANK", FROM_GROUP_RANK)):
         value = parse_int(env.get(name))

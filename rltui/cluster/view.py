@@ -35,6 +35,11 @@ RANK_UNKNOWN = "unknown"  # its host is lost or closed: last seen alive, fate no
 GPU_STRIDE = 10_000
 
 
+def local_gpu(index: int) -> int:
+    """The node's own index of a GPU index of the merged view (the same on one node)."""
+    return index % GPU_STRIDE
+
+
 @dataclass(frozen=True, slots=True)
 class HostStatus:
     """What the caller knows about a host's stream: the state (live, slow, lost, ...), when it

@@ -78,20 +78,6 @@ def nodes_json(snap: ClusterSnapshot) -> list[dict[str, Any]]:
     return out
 
 
-def ranks_with_hosts(snap: ClusterSnapshot, ranks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The document's ``ranks`` (the merged snapshot's processes, by rank) with ``host``.
-
-    The merged processes are the merged hosts' processes in host order (rltui.cluster.merge);
-    they are paired with their host in that order, then sorted as report.to_json sorts them."""
-    pairs = [(n.host, p) for n in snap.nodes if n.merged and n.snapshot is not None
-             for p in n.snapshot.procs]
-    if snap.merged is None or len(pairs) != len(snap.merged.procs):
-        return ranks
-    hosts = [h for (h, _), _ in sorted(zip(pairs, snap.merged.procs), key=lambda x: (
-        x[1].rank is None, x[1].rank if x[1].rank is not None else 0, x[1].pid))]
-    return [{**item, "host": host} for item, host in zip(ranks, hosts)]
-
-
 def _age(now: float, t: float | None) -> str:
     return "never" if t is None else f"{max(0.0, now - t):.1f} s ago"
 

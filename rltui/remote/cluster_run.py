@@ -22,20 +22,20 @@ import sys
 import time
 from pathlib import Path
 
-from rltui.agent.protocol import Hello, ReadingMessage
+from concurrent.futures import wait
+from dataclasses import replace
+
 from rltui.cluster import ClusterMonitor
 from rltui.remote import cluster_report
-from rltui.remote.hostlist import HostlistError, expand, parse_hostfile, parse_hosts
-from rltui.remote.status import CLOSED, LOST
-from rltui.remote.stream import AgentStream
+from rltui.remote.hostlist import (HostlistError, compress, expand, parse_hostfile,
+                                   parse_hosts)
+from rltui.remote.feed import AgentFeed, Feed
 from rltui.remote.transports import DEFAULT_CONNECT_TIMEOUT, Launch, slurm_launches, ssh_launches
 
 EXIT_NO_HOST = 3  # no host answered: nothing was diagnosed (as the checks' "could not finish")
 SETTLE_S = 5.0  # beyond the connect timeout: an agent's start-up and first readings
 OBSERVE_EVERY_S = 1.0  # merged snapshots for the rules' history (the idle-vs-busy window)
-# Sources whose first reading is not waited for: py-spy rounds come every pyspy.interval.
-NOT_AWAITED = ("stacks",)
-HOST_FLAGS = ("hosts", "hostfile", "slurm_job")
+HOST_FLAGS = ("hosts", "hostfile", "slurm_job", "ray")
 WITH_HOSTS = ("ssh_option", "remote_rltui", "connect_timeout")  # mean nothing alone
 # diagnose flags that read this node only; across nodes they would silently mean nothing.
 LOCAL_ONLY = (("replay", "--replay"), ("demo", "--demo"), ("stacks", "--stacks"),
@@ -87,17 +87,24 @@ def check_args(args: argparse.Namespace) -> None:
                  if getattr(args, n, None) is not None]
         raise _usage(f"{', '.join(alone)} needs --hosts, --hostfile or --slurm-job")
     if len(given) > 1:
-        raise _usage(f"{' and '.join(given)}: give one of --hosts, --hostfile, --slurm-job")
+        raise _usage(f"{' and '.join(given)}: give one of --hosts, --hostfile, --slurm-job, "
+                     "--ray")
     for name, flag in LOCAL_ONLY:
         if getattr(args, name, None):
             raise _usage(f"{flag} reads this node only; it is not supported with {given[0]}")
-    if args.duration < 0:
+    if getattr(args, "duration", 0) < 0:
         raise _usage("--duration must not be negative")
     if args.connect_timeout is not None and args.connect_timeout <= 0:
         raise _usage("--connect-timeout must be positive")
     if args.slurm_job and args.ssh_option:
         raise _usage("--ssh-option applies to --hosts and --hostfile (srun starts the agents "
                      "of --slurm-job)")
+    if getattr(args, "ray", None) is not None:
+        used = [f"--{n.replace('_', '-')}" for n in WITH_HOSTS + ("match", "log")
+                if getattr(args, n, None)]
+        if used:
+            raise _usage(f"{', '.join(used)}: not used with --ray (Ray's dashboard lists the "
+                         "workers and dumps them; no agent is started)")
     if getattr(args, "match", None):
         import re
         try:
@@ -150,47 +157,40 @@ def launches(args: argparse.Namespace) -> list[Launch]:
 
 
 class HeadlessRun:
-    """The streams of one run and the monitor they feed; ``run(duration)`` then
-    ``evaluate()``. Stream callbacks only queue: the monitor is touched by this thread."""
+    """A feed and the monitor it fills; ``run(duration)`` then ``evaluate()``. The feed's
+    threads only queue: the monitor is touched by this thread alone."""
 
-    def __init__(self, plan: list[Launch], monitor: ClusterMonitor, *,
-                 settle_s: float) -> None:
+    def __init__(self, feed: Feed, monitor: ClusterMonitor, *, settle_s: float,
+                 dump_timeout: float | None = None) -> None:
+        self.feed = feed
         self.monitor = monitor
         self.settle_s = settle_s
+        self.dump_timeout = dump_timeout  # None: no dump request at the end
         self.events: queue.Queue = queue.Queue()
-        self.sources: dict[str, set[str] | None] = {x.host: None for x in plan}  # from hello
-        self.seen: dict[str, set[str]] = {x.host: set() for x in plan}
-        self.streams = [AgentStream.for_launch(
-            x, reconnect=False,
-            on_message=lambda s, m: self.events.put((s, m)),
-            on_state=lambda s, st: self.events.put((s, st))) for x in plan]
-        for x in plan:
-            monitor.add_host(x.host)
+        self.notes: list[str] = []
+        for host in feed.hosts():
+            monitor.add_host(host)
 
     def _settled(self) -> bool:
-        """Every host has said all it will say soon: lost, or each source read once."""
-        for stream in self.streams:
-            if stream.status().state in (LOST, CLOSED):
-                continue
-            awaited = self.sources[stream.host]
-            if awaited is None or not awaited <= self.seen[stream.host]:
-                return False
-        return True
+        settled = getattr(self.feed, "settled", None)
+        return settled() if settled is not None else True
 
-    def _handle(self, stream: AgentStream, item) -> None:
-        if isinstance(item, ReadingMessage):
-            self.monitor.ingest(stream.host, item.reading, skew_s=stream.skew)
-            self.seen[stream.host].add(item.source)
-        elif isinstance(item, Hello):
-            self.sources[stream.host] = set(item.sources) - set(NOT_AWAITED)
-            if item.job and not self.monitor.job:
-                self.monitor.job = item.job
-        elif hasattr(item, "state"):  # a StreamStatus
-            self.monitor.update_status(item)
+    def _statuses(self) -> None:
+        for status in self.feed.statuses():
+            self.monitor.update_status(status)
+        if self.feed.job and not self.monitor.job:
+            self.monitor.job = self.feed.job
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                host, reading = self.events.get_nowait()
+            except queue.Empty:
+                return
+            self.monitor.ingest(host, reading)
 
     def run(self, duration: float) -> None:
-        for stream in self.streams:
-            stream.start()
+        self.feed.start(lambda host, reading: self.events.put((host, reading)))
         start = time.monotonic()
         end, latest = start + duration, start + duration + self.settle_s
         observed = start
@@ -200,46 +200,82 @@ class HeadlessRun:
                 break
             wait = (end if now < end else min(latest, now + OBSERVE_EVERY_S)) - now
             try:
-                stream, item = self.events.get(timeout=max(0.0, min(wait, OBSERVE_EVERY_S)))
+                host, reading = self.events.get(timeout=max(0.0, min(wait, OBSERVE_EVERY_S)))
             except queue.Empty:
                 continue
-            self._handle(stream, item)
+            self.monitor.ingest(host, reading)
             if time.monotonic() - observed >= OBSERVE_EVERY_S:
                 observed = time.monotonic()
+                self._statuses()
                 self.monitor.observe(time.time())
-        while True:  # what arrived meanwhile
-            try:
-                self._handle(*self.events.get_nowait())
-            except queue.Empty:
-                break
-        for stream in self.streams:  # the states now, before closing makes them "closed"
-            self.monitor.update_status(stream.status())
+        if self.dump_timeout is not None:
+            self._dump_at_end(self.dump_timeout)
+        self._drain()
+        self._statuses()  # the states now, before closing makes them "closed"
+
+    def _dump_at_end(self, timeout: float) -> None:
+        """One blocking round on every node at once: the stacks of the diagnosis are then a
+        fresh, consistent cut, not the last periodic round (up to pyspy.interval old)."""
+        asked = self.feed.dump_all(timeout)
+        wait(list(asked.values()), timeout=timeout + 5.0)
+        for host, future in asked.items():
+            ok, message = future.result() if future.done() else (False, "no answer in time")
+            if not ok:
+                self.notes.append(f"{host}: the stack dump at the end of the run: {message}")
 
     def close(self) -> None:
-        for stream in self.streams:
-            stream.close(wait=False)  # their grace periods overlap
-        for stream in self.streams:
-            stream.join(stream.close_grace + 5.0)
+        self.feed.close()
+
+
+def make_feed(args: argparse.Namespace, settings, *, reconnect: bool) -> Feed:
+    """The feed of the host flags: Ray's dashboard, or one agent per node. ``reconnect``:
+    the app's streams come back after a node drops; a headless run tries each node once."""
+    check_args(args)
+    if getattr(args, "ray", None) is not None:
+        from rltui.remote.ray.feed import RayFeed
+        try:
+            return RayFeed(args.ray, stack_interval=settings.pyspy.interval)
+        except ValueError as exc:
+            raise _usage(f"--ray {args.ray}: {exc}") from None
+    return AgentFeed(launches(args), reconnect=reconnect)
+
+
+def cluster_bundle(args: argparse.Namespace, settings):
+    """The app's bundle across nodes: no local source; the feed brings every node's readings
+    (the app folds them into a ClusterMonitor) and is closed with the bundle."""
+    from rltui.sources.bundle import Bundle
+    feed = make_feed(args, settings, reconnect=True)
+    hosts = feed.hosts()
+    return Bundle(mode="live", host=compress(hosts) if hosts else feed.kind, feed=feed,
+                  closers=[feed.close])
+
+
+def dump_wait(settings) -> float:
+    """How long the dump at the end may take: the agent dumps ``pyspy.max_concurrent`` ranks
+    at a time, each within ``pyspy.timeout``; two batches cover 16 ranks at the default 8."""
+    return 2 * settings.pyspy.timeout + SETTLE_S
 
 
 def run_diagnose(args: argparse.Namespace, settings) -> int:
     """The diagnose command across nodes; returns the exit code."""
     from rltui import cli, report
-    plan = launches(args)
+    feed = make_feed(args, settings, reconnect=False)
     monitor = ClusterMonitor(thresholds=settings.thresholds)
     timeout = args.connect_timeout or DEFAULT_CONNECT_TIMEOUT
-    run = HeadlessRun(plan, monitor, settle_s=timeout + SETTLE_S)
+    dump_timeout = None if args.no_dump else dump_wait(settings)
+    run = HeadlessRun(feed, monitor, settle_s=timeout + SETTLE_S, dump_timeout=dump_timeout)
     try:
         run.run(args.duration)
         snap, diagnosis = monitor.evaluate(time.time())
     finally:
         run.close()
     diagnosis = cluster_report.with_unreached(snap, diagnosis)
+    if run.notes:
+        diagnosis = replace(diagnosis, notes=diagnosis.notes + tuple(run.notes))
     merged = snap.merged
     assert merged is not None
     if args.json:
         doc = report.to_json(merged, diagnosis, "live", "clock")
-        doc["ranks"] = cluster_report.ranks_with_hosts(snap, doc["ranks"])
         doc["nodes"] = cluster_report.nodes_json(snap)
         if snap.stack_report is not None:
             from rltui.diagnosis.stacks import report_json

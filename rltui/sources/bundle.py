@@ -35,6 +35,8 @@ class Bundle:
     # The py-spy source, for on-demand dumps (``d``); also in ``specs`` unless periodic dumps
     # are off (pyspy.interval 0).
     stacks: Source | None = None
+    # Across nodes: the feed of every node's readings (rltui.remote.feed); no local sources.
+    feed: object | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)
     _closed: bool = False
 

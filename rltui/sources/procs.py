@@ -76,6 +76,7 @@ class _Static:
     local_rank: int | None
     world_size: int | None
     local_world_size: int | None
+    node_rank: int | None
     env_gpu: int | None
     debug_env: tuple[tuple[str, str], ...]
     reason: str  # why some of it could not be read
@@ -107,7 +108,13 @@ def _static(proc: psutil.Process, cmdline: tuple[str, ...], name: str, reason: s
         rank=parse_int(env.get("RANK")), local_rank=parse_int(env.get("LOCAL_RANK")),
         world_size=parse_int(env.get("WORLD_SIZE")),
         local_world_size=parse_int(env.get("LOCAL_WORLD_SIZE")),
-        env_gpu=env_gpu(env), debug_env=tuple(sorted(redact_env(shown).items())), reason=reason)
+        node_rank=_node_rank(env), env_gpu=env_gpu(env),
+        debug_env=tuple(sorted(redact_env(shown).items())), reason=reason)
+
+
+def _node_rank(env: Mapping[str, str]) -> int | None:
+    node = parse_int(env.get("NODE_RANK"))
+    return node if node is not None else parse_int(env.get("GROUP_RANK"))
 
 
 def _environ(proc: psutil.Process) -> tuple[dict[str, str], str]:
@@ -351,7 +358,8 @@ class ProcSource:
         return ProcInfo(
             pid=proc.pid, ppid=ppid, name=s.name, cmdline=s.cmdline, rank=s.rank,
             local_rank=s.local_rank, world_size=s.world_size,
-            local_world_size=s.local_world_size, role=s.role, cpu_percent=cpu,
+            local_world_size=s.local_world_size, node_rank=s.node_rank, role=s.role,
+            cpu_percent=cpu,
             rss=mem.rss if mem is not None else None, state=state, num_threads=threads,
             create_time=created, gpu_index=gpu, gpu_from=gpu_from,
             debug_env=s.debug_env, stdout_path=entry.out[0], stderr_path=entry.out[1],

@@ -26,13 +26,16 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
+from rltui.cluster.merge import log_poll_on_host
+from rltui.cluster.monitor import ClusterMonitor
 from rltui.config import Settings, save_theme
-from rltui.model import Diagnosis, NodeSnapshot, Reading
+from rltui.logbook import LogBook
+from rltui.model import Diagnosis, LogPoll, NodeSnapshot, Reading
 from rltui.monitor import Monitor
 from rltui.sources.base import Source, guarded_poll
 from rltui.sources.bundle import Bundle, SourceSpec
 from rltui.ui.commands import RltuiCommands
-from rltui.ui.messages import ReadingArrived, ReplayState, View
+from rltui.ui.messages import HostReading, ReadingArrived, ReplayState, View
 from rltui.incident import default_folder
 from rltui.ui.screens import HelpScreen, LogFileScreen, MainScreen
 from rltui.ui.screens.check import CheckScreen
@@ -102,6 +105,15 @@ class RltuiApp(App[int]):
         self.config_path = Path(config_path) if config_path else None
         self.monitor = Monitor(host=bundle.host, job=bundle.job,
                                thresholds=settings.thresholds, history_len=settings.history)
+        # Across nodes the feed brings every node's readings into a ClusterMonitor, and one
+        # log book holds every node's lines under host:path (what the merged snapshot names).
+        self.feed = bundle.feed
+        self.cluster: ClusterMonitor | None = None
+        self.logbook: LogBook = self.monitor.tracker.logbook
+        if self.feed is not None:
+            self.cluster = ClusterMonitor(self.feed.hosts(), job=bundle.job,
+                                          thresholds=settings.thresholds)
+            self.logbook = LogBook()
         self.themes: dict[str, RltuiTheme] = load_all()
         for theme in self.themes.values():
             self.register_theme(theme.textual)
@@ -109,7 +121,7 @@ class RltuiApp(App[int]):
         # Clocks are attributes so a test can replace them.
         self.clock: Callable[[], float] = time.time
         self.monotonic: Callable[[], float] = time.monotonic
-        self.main_screen = MainScreen(self.monitor.tracker.logbook)
+        self.main_screen = MainScreen(self.logbook, across_nodes=self.feed is not None)
         self.latest: View | None = None
         self.evaluated = asyncio.Event()
         self.evaluations = 0  # evaluations shown on screen
@@ -152,6 +164,9 @@ class RltuiApp(App[int]):
         if player is not None:
             self._last_tick = self.monotonic()
             self._play(player.step(0.0))  # the readings of the first instant
+        elif self.feed is not None:
+            self.feed.start(self._feed_reading)
+            self._evaluate(self.clock())  # every node "connecting" until its first line
         else:
             self.action_refresh()  # first poll of every source now, shown when all are in
 
@@ -193,6 +208,31 @@ class RltuiApp(App[int]):
         self.monitor.ingest(reading)
         self.ingested += 1
         self._refresh_done(reading.source)
+
+    # -- across nodes -----------------------------------------------------------------------------
+    def _feed_reading(self, host: str, reading: Reading) -> None:
+        # The feed's threads: post only (the monitor belongs to the main thread).
+        self.post_message(HostReading(host, reading))
+
+    def on_host_reading(self, message: HostReading) -> None:
+        assert self.cluster is not None
+        # Folded even while paused (only the screen freezes): a node's log lines come once.
+        reading = self.cluster.ingest(message.host, message.reading)
+        if isinstance(reading.payload, LogPoll):
+            self.logbook.apply(log_poll_on_host(reading.payload, message.host),
+                               reading.timestamp)
+        self.ingested += 1
+
+    def _evaluate_cluster(self, now: float) -> View:
+        assert self.cluster is not None and self.feed is not None
+        for status in self.feed.statuses():
+            self.cluster.update_status(status)
+        if self.feed.job and not self.cluster.job:
+            self.cluster.job = self.feed.job
+        snap, diagnosis = self.cluster.evaluate(now)
+        assert snap.merged is not None
+        return replace(self._view(snap.merged, diagnosis), cluster=snap,
+                       history=self.cluster.history, stacks=snap.stack_report)
 
     def _refresh_done(self, name: str) -> None:
         if name in self._refreshing:
@@ -245,9 +285,13 @@ class RltuiApp(App[int]):
         self._evaluate(player.now)
 
     def _evaluate(self, now: float) -> None:
-        snapshot, diagnosis = self.monitor.evaluate(now)
+        if self.cluster is not None:
+            view = self._evaluate_cluster(now)
+        else:
+            snapshot, diagnosis = self.monitor.evaluate(now)
+            view = self._view(snapshot, diagnosis)
         self._evaluated_at = now
-        self._show(self._view(snapshot, diagnosis))
+        self._show(view)
         self.evaluations += 1
         self.evaluated.set()
 
@@ -283,8 +327,11 @@ class RltuiApp(App[int]):
 
     def _redraw(self) -> None:
         """Show the last evaluation again with the current mode, speed and palette."""
-        if self.latest is not None:
-            self._show(self._view(self.latest.snapshot, self.latest.diagnosis))
+        latest = self.latest
+        if latest is not None:
+            self._show(replace(self._view(latest.snapshot, latest.diagnosis),
+                               cluster=latest.cluster, history=latest.history,
+                               stacks=latest.stacks))
 
     async def wait_for_evaluation(self, after: int, timeout: float = 5.0) -> View:
         """Wait until evaluation number ``after + 1`` (or a later one) is on screen."""
@@ -335,6 +382,9 @@ class RltuiApp(App[int]):
         if player is not None:
             self._evaluate(player.now)
             return
+        if self.feed is not None:
+            self._evaluate(self.clock())  # the nodes send at their own cadence
+            return
         self._refreshing = {spec.source.name for spec in self.bundle.specs}
         for spec in self.bundle.specs:
             self._start_poll(spec)  # one already in flight counts: its reading is as fresh
@@ -370,6 +420,9 @@ class RltuiApp(App[int]):
     # -- stacks -------------------------------------------------------------------------------
     def action_dump_stacks(self) -> None:
         """On-demand py-spy round: a blocking dump for a consistent cut (see docs/stacks.md)."""
+        if self.feed is not None:
+            self._dump_nodes()
+            return
         source = self.bundle.stacks
         if source is None:
             self.notify("No stack source in this mode.", severity="warning")
@@ -393,6 +446,38 @@ class RltuiApp(App[int]):
                                   title="py-spy", severity="error", timeout=15)
         return reading
 
+    def _dump_nodes(self) -> None:
+        """``d`` across nodes: a dump request to every node at once (each agent dumps its own
+        ranks); the rounds arrive through the feed, the outcome is one notification."""
+        if STACKS_ON_DEMAND in self._in_flight:
+            self.notify("A dump is already running.", severity="information")
+            return
+        assert self.feed is not None
+        hosts = self.feed.hosts()
+        self.notify(f"Asking {len(hosts)} node(s) to dump every rank with py-spy...", timeout=3)
+        self._in_flight.add(STACKS_ON_DEMAND)
+        self.run_worker(partial(self._dump_nodes_in_thread, self.feed), name=STACKS_ON_DEMAND,
+                        group=POLL_GROUP, description="py-spy dump on every node",
+                        exit_on_error=False, start=True, exclusive=False, thread=True)
+
+    def _dump_nodes_in_thread(self, feed) -> None:
+        from concurrent.futures import wait
+        asked = feed.dump_all()
+        wait(list(asked.values()))  # each resolves by its reply, its timeout or a lost node
+        failed = [(host, f.result()[1]) for host, f in asked.items() if not f.result()[0]]
+        self.call_from_thread(self._nodes_dumped, len(asked), failed)
+
+    def _nodes_dumped(self, asked: int, failed: list[tuple[str, str]]) -> None:
+        self._evaluate(self.clock())
+        if not failed:
+            self.notify(f"Dumped: {asked} of {asked} node(s).", title="py-spy", timeout=5)
+            return
+        lines = "\n".join(f"{host}: {why}" for host, why in failed[:5])
+        more = f"\n... and {len(failed) - 5} more" if len(failed) > 5 else ""
+        self.notify(f"{asked - len(failed)} of {asked} node(s) dumped.\n{lines}{more}",
+                    title="py-spy", severity="error" if len(failed) == asked else "warning",
+                    timeout=15)
+
     def action_show_stacks(self) -> None:
         if isinstance(self.screen, StacksScreen):
             return
@@ -402,7 +487,7 @@ class RltuiApp(App[int]):
             if state is not None and state.status != "ok":
                 self.notify(f"{state.message} {state.remedy}".strip(), title="No stacks",
                             severity="warning", timeout=15)
-            elif self.bundle.stacks is not None:
+            elif self.bundle.stacks is not None or self.feed is not None:
                 self.notify("No stacks yet: press d to dump every rank now.",
                             severity="warning")
             else:
@@ -420,9 +505,12 @@ class RltuiApp(App[int]):
         from rltui import incident
         doc = incident.build(incident.ReportInputs(
             snapshot=view.snapshot, diagnosis=view.diagnosis, stacks=view.stacks,
-            log_tails=self.monitor.tracker.logbook.tails(incident.LOG_TAIL),
+            log_tails=self.logbook.tails(incident.LOG_TAIL),
             commands=list(self.commands) + incident.stack_commands(view.snapshot),
             mode=self.bundle.mode, generated_at=self.clock()))
+        if view.cluster is not None:
+            from rltui.remote.cluster_report import nodes_json
+            doc["nodes"] = nodes_json(view.cluster)
         folder = self.report_folder(self.clock())
         if self.report_writer is None:
             self.notify("Reports cannot be written in this mode.", severity="warning")
@@ -447,7 +535,7 @@ class RltuiApp(App[int]):
         if self.latest is None or self.oom_reporter is None or not self._footer_keys[0]:
             self.notify("No OOM in the logs.", severity="information")
             return
-        snapshot, lines = self.latest.snapshot, self.monitor.tracker.logbook.lines()
+        snapshot, lines = self.latest.snapshot, self.logbook.lines()
         self.run_worker(partial(self._oom_in_thread, snapshot, lines), name="oom triage",
                         group="oom", description="OOM triage", exit_on_error=False,
                         exclusive=True, thread=True)
@@ -547,7 +635,7 @@ class RltuiApp(App[int]):
                 return
         if isinstance(self.screen, LogFileScreen):
             self.pop_screen()
-        self.push_screen(LogFileScreen(self.monitor.tracker.logbook, rank, path, self.latest))
+        self.push_screen(LogFileScreen(self.logbook, rank, path, self.latest))
 
     def action_cycle_theme(self) -> None:
         self.set_theme(next_theme(self.theme))

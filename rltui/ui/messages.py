@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from textual.message import Message
 
+from rltui.cluster.view import ClusterSnapshot
 from rltui.diagnosis.stacks import StackReport
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import Diagnosis, NodeSnapshot, Reading
@@ -36,6 +37,17 @@ class ReadingArrived(Message):
                 and self.reading.source not in ("logs", "stacks"))
 
 
+class HostReading(Message):
+    """A reading of one node of a view across nodes, from the feed's threads (already on this
+    machine's clock). Never replaced by a newer one: with many nodes, "the same source" is per
+    host, and a burst is rare (each node reads each source once per interval)."""
+
+    def __init__(self, host: str, reading: Reading) -> None:
+        super().__init__()
+        self.host = host
+        self.reading = reading
+
+
 @dataclass(frozen=True, slots=True)
 class ReplayState:
     position: float  # seconds since the scenario's first reading
@@ -59,3 +71,6 @@ class View:
     paused: bool = False
     replay: ReplayState | None = None
     stacks: StackReport | None = None  # the hang report of the latest py-spy rounds
+    # Across nodes: every node's own snapshot and stream state, the ranks by host; ``snapshot``
+    # is then the merged job (global ranks, cluster-wide GPU indices, host:path logs).
+    cluster: ClusterSnapshot | None = None

@@ -109,3 +109,38 @@ def test_stacks_pattern_a(snap_compare, replay_app, size):
     divergence point."""
     assert snap_compare(replay_app("cleanup_deadlock_with_stacks"), press=["e"],
                         terminal_size=size)
+
+
+def _cluster_app(tmp_path):
+    from pathlib import Path
+
+    from rltui.config import Settings
+    from rltui.sources.bundle import Bundle
+    from rltui.ui import build_app
+    from tests.fakes.fixed_feed import scenario_nodes
+
+    scenario = Path(__file__).resolve().parents[2] / "fixtures/scenarios/demo-cleanup-deadlock"
+    now = 1_800_000_000.0
+    feed = scenario_nodes(str(scenario), now, live=2, lost="node03")
+    app = build_app(Bundle(mode="live", host="cluster", feed=feed), Settings(),
+                    config_path=tmp_path / "config.yaml")
+    app.clock = lambda: now
+    return app
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_across_nodes(snap_compare, tmp_path, size):
+    """Two nodes replaying the cleanup deadlock (ranks 0-3 on node01, 4-7 on node02) and one
+    unreachable node. Must be visible: header "nodes 2/3 reporting (1 lost)"; the nodes pane
+    with node03 first, "lost", and ssh's "No route to host" reason, then node01 and node02
+    "live" with their ranks "0-3" and "4-7" (and at 200x60 their GPU counts and node02's skew
+    "-120.3s"); the GPU table grouped by node (node01 on GPU 0's row, node02 on its GPU 0's
+    row, indices 0-3 each); the rank table with a node column (ranks 0-3 node01, 4-7 node02)
+    and their stack classes; the cleanup-deadlock symptom across both nodes."""
+    app = _cluster_app(tmp_path)
+
+    async def run_before(pilot) -> None:
+        await pilot.pause()  # the feed's readings are folded
+        await app.next_evaluation()  # and shown (the fixed clock keeps every age the same)
+
+    assert snap_compare(app, terminal_size=size, run_before=run_before)

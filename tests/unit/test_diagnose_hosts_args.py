@@ -70,13 +70,26 @@ def test_flag_problems_are_usage_errors(argv, said, capsys):
     assert code == cli.EXIT_USAGE and said in err, err
 
 
-def test_hosts_is_not_an_option_of_the_app_yet(capsys):
-    with pytest.raises(SystemExit) as exc:
-        cli.build_parser().parse_args(["--hosts=a"])
-    assert exc.value.code == cli.EXIT_USAGE
-    assert "unrecognized arguments: --hosts=a" in capsys.readouterr().err
-    with pytest.raises(SystemExit):  # nor before the command
-        cli.build_parser().parse_args(["--hosts=a", "diagnose"])
+def test_the_app_takes_the_host_flags_and_checks_them_the_same_way(capsys):
+    args = cli.build_parser().parse_args(["--hosts", "node[01-02]", "--connect-timeout", "3"])
+    assert args.command is None and args.hosts == "node[01-02]" and cluster_run.wanted(args)
+    assert [x.host for x in cluster_run.launches(args)] == ["node01", "node02"]
+    for argv, said in ((["--hosts", "a", "--pid", "5"], "--pid reads this node only"),
+                       (["--hosts", "a", "--ray", "h"], "give one of"),
+                       (["--ray", "h", "--ssh-option=-p2"], "not used with --ray")):
+        assert cli.main(argv) == cli.EXIT_USAGE
+        assert said in capsys.readouterr().err
+
+
+def test_a_host_flag_before_the_command_is_kept():
+    args = cli.build_parser().parse_args(["--hosts", "a", "diagnose", "--json"])
+    assert args.hosts == "a" and args.json
+
+
+def test_the_agents_host_option_is_not_taken_for_an_abbreviation_of_hosts():
+    # argparse would read --host as an ambiguous prefix of --hosts/--hostfile at the top level.
+    args = cli.build_parser().parse_args(["agent", "--host", "node07"])
+    assert args.command == "agent" and args.host == "node07"
 
 
 # -- command lines ----------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from textual.widgets import Footer, Static
 
 from rltui.logbook import LogBook
 from rltui.ui.messages import View
-from rltui.ui.widgets import GpuPane, HeaderBar, LogPane, RankPane, SymptomsPane
+from rltui.ui.widgets import GpuPane, HeaderBar, LogPane, NodesPane, RankPane, SymptomsPane
 
 MIN_SIZE = (60, 16)
 
@@ -29,9 +29,11 @@ class MainScreen(Screen):
         Binding("escape", "unzoom", "Unzoom", show=False, id="rltui.unzoom"),
     ]
 
-    def __init__(self, logbook: LogBook | None = None) -> None:
+    def __init__(self, logbook: LogBook | None = None, across_nodes: bool = False) -> None:
         super().__init__(id="main")
         self.header = HeaderBar(id="header")
+        # Across nodes only: on one node it is not composed at all (nothing to focus or lay out).
+        self.node_pane: NodesPane | None = NodesPane(id="nodes") if across_nodes else None
         self.gpus = GpuPane(id="gpus")
         self.ranks = RankPane(id="ranks")
         self.symptoms = SymptomsPane(id="symptoms")
@@ -42,6 +44,8 @@ class MainScreen(Screen):
     def compose(self) -> ComposeResult:
         yield self.header
         with Vertical(id="body"):
+            if self.node_pane is not None:
+                yield self.node_pane
             yield self.gpus
             yield self.ranks
             with Horizontal(id="lower"):
@@ -53,6 +57,8 @@ class MainScreen(Screen):
     def show(self, view: View) -> None:
         """Hand one evaluation to every pane (main thread only)."""
         self.view = view
+        if self.node_pane is not None:
+            self.node_pane.show(view)
         for pane in (self.header, self.gpus, self.ranks, self.symptoms, self.logs):
             pane.show(view)
 

@@ -7,6 +7,7 @@ too, since none of its GPU processes can be matched to ranks from here.
 
 from __future__ import annotations
 
+from rltui.cluster.view import GPU_STRIDE, local_gpu
 from rltui.model import GpuSample, NodeSnapshot, OK
 from rltui.ui.messages import View
 from rltui.ui.widgets.cells import set_title, GIB, NA, Cell, SparkSeries, na, percent
@@ -36,10 +37,17 @@ class GpuPane(TablePane):
         Column("ecc", "ECC", 4, 8, right=True),
     )
 
+    # Across nodes the table is grouped by node: the node's name on its first GPU's row.
+    CLUSTER_COLUMNS = (Column("node", "node", 12, 0),) + COLUMNS
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.border_title = "GPUs"
         self._sparks: SparkSeries | None = None
+        self._group_heads: dict[int, str] = {}  # merged GPU index -> its node, first of each
+
+    def columns(self, view: View) -> tuple[Column, ...]:
+        return self.CLUSTER_COLUMNS if view.cluster is not None else self.COLUMNS
 
     def rows(self, view: View) -> list[Row]:
         snap = view.snapshot
@@ -49,11 +57,19 @@ class GpuPane(TablePane):
             bucket = view.intervals.get("gpus", 1.0) or 1.0
             self._sparks = SparkSeries(SPARK_WIDTH, bucket, _gpu_values)
         self._sparks.feed(view.history)
+        self._group_heads = {}
+        if view.cluster is not None:
+            for node in view.cluster.nodes:
+                if node.merged and node.gpus:
+                    self._group_heads[node.slot * GPU_STRIDE + node.gpus[0].index] = node.host
         return [(f"gpu{g.index}", g) for g in snap.gpus]
 
     def _title(self, view: View) -> None:
         snap = view.snapshot
         title = f"GPUs ({len(snap.gpus)})" if snap.gpus else "GPUs"
+        if view.cluster is not None and snap.gpus:
+            nodes = sum(1 for n in view.cluster.nodes if n.merged and n.gpus)
+            title = f"GPUs ({len(snap.gpus)} on {nodes} node{'s' if nodes != 1 else ''})"
         if snap.gpu_simulated:
             title += " simulated"
         set_title(self, title)
@@ -70,7 +86,8 @@ class GpuPane(TablePane):
             text = state.message or f"GPU source {state.status}"
             if state.remedy:
                 text += f". {state.remedy}" if not text.endswith(".") else f" {state.remedy}"
-            self.table.display = False
+            # Across nodes one node's failure must not hide the other nodes' GPUs.
+            self.table.display = view.cluster is not None and bool(snap.gpus)
             self.say(text, pal.bad)
             return
         self.table.display = True
@@ -86,8 +103,10 @@ class GpuPane(TablePane):
         assert isinstance(item, GpuSample)
         g, view = item, self.view
         th, pal, dim = view.thresholds, view.palette, view.palette.dim
+        index = str(local_gpu(g.index))
+        node = Cell(self._group_heads.get(g.index, ""), "bold")
         if g.error:
-            return {"index": Cell(str(g.index), pal.bad), "name": Cell(g.error, pal.bad)}
+            return {"node": node, "index": Cell(index, pal.bad), "name": Cell(g.error, pal.bad)}
         util = percent(g.util, dim)
         if g.util is not None:
             if g.util <= th.gpu_idle_pct:
@@ -95,7 +114,8 @@ class GpuPane(TablePane):
             elif g.util >= th.gpu_busy_pct:
                 util = Cell(util.text, pal.ok)
         cells = {
-            "index": Cell(str(g.index)),
+            "node": node,
+            "index": Cell(index),
             "name": Cell(g.name.removeprefix("NVIDIA ")),
             "util": util,
             "mem": _mem(g, th.gpu_mem_warn_pct, pal.warn, dim),

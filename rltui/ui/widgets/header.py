@@ -10,6 +10,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from rltui.cluster.view import LOST
 from rltui.model import OK, SourceState
 from rltui.ui.messages import View
 from rltui.ui.widgets.cells import age
@@ -50,8 +51,11 @@ class HeaderBar(Static):
         out.append(f" {verdict.upper()}", style=f"bold {colour}")
         if n:
             out.append(f" ({n})", style=colour)
-        out.append("  node ", style=pal.dim)
-        out.append(snap.host or "?", style="bold")
+        if view.cluster is not None:
+            out.append(self._node_counts(view))
+        else:
+            out.append("  node ", style=pal.dim)
+            out.append(snap.host or "?", style="bold")
         out.append("  ")
         out.append(self._mode(view))
         out.append("\n")
@@ -70,6 +74,22 @@ class HeaderBar(Static):
         if snap.job:
             out.append("   job ", style=pal.dim)
             out.append(snap.job)
+        return out
+
+    @staticmethod
+    def _node_counts(view: View) -> Text:
+        """``nodes 62/64 live (2 lost)``: the count that matters first; the names are in the
+        nodes pane (64 of them would not fit here)."""
+        assert view.cluster is not None
+        pal, nodes = view.palette, view.cluster.nodes
+        out = Text()
+        live = sum(1 for n in nodes if n.status.reporting)
+        out.append("  nodes ", style=pal.dim)
+        out.append(f"{live}/{len(nodes)} reporting",
+                   style="bold" if live == len(nodes) else f"bold {pal.warn}")
+        lost = sum(1 for n in nodes if n.status.state == LOST)
+        if lost:
+            out.append(f" ({lost} lost)", style=f"bold {pal.bad}")
         return out
 
     @staticmethod

@@ -52,7 +52,8 @@ def fit_columns(columns: Sequence[Column], width: int) -> tuple[str, ...]:
 
 class TablePane(Vertical):
     """Subclasses set ``COLUMNS`` and implement ``rows(view)`` (which rows, cheap) and
-    ``cells(item)`` (what one row shows, computed only for rows on screen)."""
+    ``cells(item)`` (what one row shows, computed only for rows on screen). A pane whose
+    columns depend on the view (a node column across nodes) overrides ``columns(view)``."""
 
     ALLOW_MAXIMIZE = True
     COLUMNS: tuple[Column, ...] = ()
@@ -63,6 +64,8 @@ class TablePane(Vertical):
         self.message.display = False
         self.table = FastTable(self._row_cells)
         self._shown: tuple[str, ...] = ()
+        self._columns: tuple[Column, ...] = self.COLUMNS
+        self._width = 0
         self._items: dict[str, object] = {}
         self._view: View | None = None
         self._said: tuple[str, str] = ("", "")
@@ -80,6 +83,9 @@ class TablePane(Vertical):
         """The cells of one row for ``self.view``; columns left out are blank."""
         raise NotImplementedError
 
+    def columns(self, view: View) -> tuple[Column, ...]:
+        return self.COLUMNS
+
     @property
     def view(self) -> View:
         assert self._view is not None
@@ -88,6 +94,10 @@ class TablePane(Vertical):
     # -- the update path --------------------------------------------------------------------
     def show(self, view: View) -> None:
         self._view = view
+        columns = self.columns(view)
+        if columns != self._columns:
+            self._columns = columns
+            self._fit()
         rows = self.rows(view)
         self._items = dict(rows)
         self.table.set_rows([key for key, _ in rows])
@@ -102,10 +112,16 @@ class TablePane(Vertical):
         self.message.update(Text(text, style=style))
 
     def on_resize(self, event: Resize) -> None:
-        shown = fit_columns(self.COLUMNS, event.size.width)
+        self._width = event.size.width
+        self._fit()
+
+    def _fit(self) -> None:
+        if not self._width:
+            return  # not laid out yet: the first resize fits
+        shown = fit_columns(self._columns, self._width)
         if shown != self._shown:
             self._shown = shown
-            by_key = {c.key: c for c in self.COLUMNS}
+            by_key = {c.key: c for c in self._columns}
             self.table.set_columns([(k, by_key[k].label, by_key[k].width, by_key[k].right)
                                     for k in shown])
 

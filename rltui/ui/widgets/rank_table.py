@@ -19,6 +19,7 @@ from typing import Sequence
 
 from textual.binding import Binding
 
+from rltui.cluster.view import local_gpu
 from rltui.diagnosis.stacktree import StackClass, short_name
 from rltui.diagnosis.stackview import class_label
 from rltui.model import DepartedRank, LogFileState, ProcInfo
@@ -47,6 +48,9 @@ class RankPane(TablePane):
         Column("stack", "stack", 24, 8),
         Column("role", "role", 12, 6),
     )
+    # Across nodes the node comes right after the rank: which machine to log in to.
+    NODE = Column("node", "node", 12, 1)
+    CLUSTER_COLUMNS = COLUMNS[:1] + (NODE,) + COLUMNS[1:]
     BINDINGS = [
         Binding("o", "open_log", "Open log", id="rltui.ranks.open_log",
                 tooltip="open the highlighted rank's log full screen"),
@@ -58,7 +62,7 @@ class RankPane(TablePane):
         # The last thing seen of every pid, so a departed row can still show GPU and role. Fed
         # from every snapshot in the history (not only the drawn ones), so a replay that jumps
         # to its end knows as much as one played second by second.
-        self._last_known: dict[int, ProcInfo] = {}
+        self._last_known: dict[tuple[str, int], ProcInfo] = {}  # by (host, pid)
         self._cursor = HistoryCursor()
         self._utils: dict[int, float | None] = {}  # GPU util by index, for this view
         self._logs: LogIndex | None = None  # log files of this view's snapshot
@@ -91,6 +95,9 @@ class RankPane(TablePane):
             return Cell(text, pal.warn)
         return Cell(text)
 
+    def columns(self, view: View) -> tuple[Column, ...]:
+        return self.CLUSTER_COLUMNS if view.cluster is not None else self.COLUMNS
+
     # -- rows -----------------------------------------------------------------------------------
     def rows(self, view: View) -> list[Row]:
         snap = view.snapshot
@@ -101,15 +108,17 @@ class RankPane(TablePane):
         live = snap.live_procs
         for seen in self._cursor.new(view.history):
             for p in seen.live_procs:
-                self._last_known[p.pid] = p
+                self._last_known[(p.host, p.pid)] = p
+        for p in live:  # across nodes the history holds GPUs only
+            self._last_known[(p.host, p.pid)] = p
         departed = sorted(snap.departed, key=_order)
         # Departed rows sit among the live ones by rank: the gap in the ranks is the news.
-        ordered = sorted([(_order(p), f"p{p.pid}", p) for p in live]
+        ordered = sorted([(_order(p), _live_key(p), p) for p in live]
                          + [(_order(d), _departed_key(d), d) for d in departed],
                          key=lambda t: t[0])
         rows: list[Row] = [(key, item) for _, key, item in ordered]
-        keep = {p.pid for p in live} | {d.pid for d in departed}
-        self._last_known = {pid: p for pid, p in self._last_known.items() if pid in keep}
+        keep = {(p.host, p.pid) for p in live} | {(_host(d), d.pid) for d in departed}
+        self._last_known = {k: p for k, p in self._last_known.items() if k in keep}
         self._titles(view, live, departed)
         return rows
 
@@ -148,7 +157,7 @@ class RankPane(TablePane):
         if p.gpu_index is None:
             gpu, gpu_util = Cell("-", dim), Cell("-", dim)
         else:
-            gpu = Cell(str(p.gpu_index))
+            gpu = Cell(str(local_gpu(p.gpu_index)))
             util = utils.get(p.gpu_index)
             gpu_util = percent(util, dim) if p.gpu_index in utils else Cell("-", dim)
             if util is not None:
@@ -161,6 +170,7 @@ class RankPane(TablePane):
             cpu = Cell(cpu.text, pal.warn)
         return {
             "rank": Cell("-" if p.rank is None else str(p.rank)),
+            "node": Cell(p.host or "-"),
             "pid": Cell(f"{p.pid}{PARTIAL_MARK if p.partial else ''}",
                         pal.warn if p.partial else ""),
             "gpu": gpu,
@@ -174,12 +184,13 @@ class RankPane(TablePane):
 
     def _departed(self, d: DepartedRank, view: View) -> dict[str, Cell]:
         dim = view.palette.dim
-        seen = self._last_known.get(d.pid)
+        seen = self._last_known.get((_host(d), d.pid))
         return {
             "rank": Cell("-" if d.rank is None else str(d.rank), dim),
+            "node": Cell(_host(d) or "-", dim),
             "pid": Cell(str(d.pid) if d.pid else "-", dim),
-            "gpu": Cell("-" if seen is None or seen.gpu_index is None else str(seen.gpu_index),
-                        dim),
+            "gpu": Cell("-" if seen is None or seen.gpu_index is None
+                        else str(local_gpu(seen.gpu_index)), dim),
             "gpu_util": Cell("-", dim),
             "cpu": Cell("-", dim),
             "state": Cell(_DEPARTED_STATE.get(d.reason, d.reason), dim),
@@ -214,7 +225,7 @@ class RankPane(TablePane):
         row = self.table.cursor_row
         item = self._items.get(keys[row]) if row < len(keys) else None
         if isinstance(item, DepartedRank):
-            proc, rank = self._last_known.get(item.pid) or item.info, item.rank
+            proc, rank = self._last_known.get((_host(item), item.pid)) or item.info, item.rank
         elif isinstance(item, ProcInfo):
             proc, rank = item, item.rank
         else:
@@ -239,8 +250,21 @@ def _order(p: ProcInfo | DepartedRank) -> tuple[bool, int, int]:
     return (p.rank is None, p.rank or 0, p.pid)
 
 
+def _host(d: DepartedRank) -> str:
+    return d.info.host if d.info is not None else ""
+
+
+def _on_host(host: str) -> str:
+    # Row keys name (host, pid) across nodes; on one node they stay the bare pid.
+    return f"{host}:" if host else ""
+
+
+def _live_key(p: ProcInfo) -> str:
+    return f"p{_on_host(p.host)}{p.pid}"
+
+
 def _departed_key(d: DepartedRank) -> str:
-    return f"d{d.pid}" if d.pid else f"m{d.rank}"
+    return f"d{_on_host(_host(d))}{d.pid}" if d.pid else f"m{d.rank}"
 
 
 def _state(state: str, bad: str, warn: str, dim: str) -> Cell:

@@ -1,0 +1,216 @@
+"""The app across nodes: real agent processes over real pipes, read by the real AgentFeed.
+
+Each simulated node is ``tests/fakes/replay_agent.py`` replaying the recorded cleanup deadlock
+(4 ranks) with its ranks made global (node01: ranks 0-3, node02: ranks 4-7), over the real
+wire protocol; an unreachable node is a process that fails the way ssh does (exit 255 and its
+message). Waits are on evaluations (``app.next_evaluation``), never sleeps; the timeouts are
+safety nets.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from rltui.config import Cadence, Settings
+from rltui.diagnosis.thresholds import Thresholds
+from rltui.remote.feed import AgentFeed
+from rltui.remote.transports import LOCAL, Launch
+from rltui.sources.bundle import Bundle
+from rltui.ui import build_app
+from rltui.ui.screens.stacks import StacksScreen
+from tests.ui.helpers import header_text
+
+REPO = Path(__file__).resolve().parents[2]
+SCENARIO = REPO / "fixtures" / "scenarios" / "demo-cleanup-deadlock"
+WAIT = 60.0  # seconds: a safety net for a loaded machine, not a bound anything is held to
+FAST = Settings(cadence=Cadence(ui=0.1), thresholds=Thresholds(stale_after_intervals=1000.0))
+SSH_FAILS = ("sh", "-c", "echo 'ssh: connect to host node03 port 22: No route to host' >&2; "
+                         "exit 255")
+
+
+def replay_node(host: str, node_rank: int, *extra: str) -> Launch:
+    return Launch(host, LOCAL, (
+        sys.executable, "-m", "tests.fakes.replay_agent", "--host", host,
+        "--scenario", str(SCENARIO), "--node-rank", str(node_rank), "--ranks-per-node", "4",
+        "--world", "8", "--heartbeat", "0.2", *extra))
+
+
+def cluster_app(tmp_path, plan: list[Launch], settings: Settings = FAST):
+    feed = AgentFeed(plan, cwd=str(REPO),
+                     env={**os.environ, "PYTHONPATH": str(REPO)})
+    bundle = Bundle(mode="live", host="cluster", feed=feed, closers=[feed.close])
+    return build_app(bundle, settings, config_path=tmp_path / "config.yaml")
+
+
+async def until(app, condition, what: str):
+    """The first view for which ``condition(view)`` holds."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        view = await app.next_evaluation(timeout=WAIT)
+        if condition(view):
+            return view
+        assert time.monotonic() < deadline, f"never: {what}"
+
+
+def states(view) -> dict[str, str]:
+    return {n.host: n.status.state for n in view.cluster.nodes}
+
+
+def ranks_in(view) -> set[int]:
+    return {r.rank for r in view.cluster.ranks if r.rank is not None}
+
+
+def table_text(table, row: str, column: str) -> str:
+    return str(table.get_cell(row, column).text)
+
+
+async def test_nodes_gpus_and_ranks_across_nodes(tmp_path):
+    plan = [replay_node("node01", 0), replay_node("node02", 1), Launch("node03", LOCAL, SSH_FAILS)]
+    app = cluster_app(tmp_path, plan)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await until(app, lambda v: states(v) == {
+            "node01": "live", "node02": "live", "node03": "lost"} and ranks_in(v) == set(range(8))
+            and len(v.snapshot.gpus) == 8, "two nodes live with 8 ranks and 8 GPUs, one lost")
+        await pilot.pause()
+        screen = app.main_screen
+        assert screen.node_pane is not None and "2/3 reporting (1 lost)" in header_text(app)
+
+        # The nodes pane: the lost node first, with ssh's reason.
+        nodes = screen.node_pane.table
+        assert nodes.row_keys[0] == "n2"  # node03's slot
+        assert table_text(nodes, "n2", "state") == "lost"
+        assert "No route to host" in table_text(nodes, "n2", "reason")
+        assert table_text(nodes, "n0", "ranks") == "0-3"
+        assert table_text(nodes, "n1", "ranks") == "4-7"
+        assert table_text(nodes, "n1", "gpus").startswith("4")
+
+        # The GPU table, grouped: each node's name on its first GPU, local indices.
+        gpus = screen.gpus.table
+        keys = gpus.row_keys
+        assert [table_text(gpus, k, "node") for k in keys] == [
+            "node01", "", "", "", "node02", "", "", ""]
+        assert [table_text(gpus, k, "index") for k in keys] == ["0", "1", "2", "3"] * 2
+        assert "GPUs (8 on 2 nodes)" in str(screen.gpus.border_title)
+
+        # The rank table: global ranks with their node; pids repeat across nodes (the
+        # simulated nodes replay one recording), rows do not collide.
+        ranks = screen.ranks.table
+        rows = {table_text(ranks, k, "rank"): table_text(ranks, k, "node")
+                for k in ranks.row_keys}
+        assert {r: rows[r] for r in map(str, range(8))} == {
+            **{str(r): "node01" for r in range(4)}, **{str(r): "node02" for r in range(4, 8)}}
+        pids = {table_text(ranks, k, "pid") for k in ranks.row_keys}
+        assert len(pids) < len(ranks.row_keys)  # the same pids on both nodes
+
+
+async def test_dump_asks_every_node_and_the_stacks_span_nodes(tmp_path):
+    plan = [replay_node("node01", 0), replay_node("node02", 1), Launch("node03", LOCAL, SSH_FAILS)]
+    app = cluster_app(tmp_path, plan)
+    notes: list[str] = []
+    async with app.run_test(size=(200, 60)) as pilot:
+        await until(app, lambda v: states(v)["node03"] == "lost" and all(
+            n.snapshot is not None and n.snapshot.source("stacks") is not None
+            for n in v.cluster.nodes if n.host != "node03"), "both nodes sent a stack round")
+        real_notify = app.notify
+        app.notify = lambda message, **kw: (notes.append(str(message)),
+                                            real_notify(message, **kw))
+        waiter = app.next_evaluation(timeout=WAIT)
+        await pilot.press("d")
+        await app.workers.wait_for_complete()
+        await waiter
+        assert any("2 of 3 node(s) dumped" in n and "node03" in n and "No route to host" in n
+                   for n in notes), notes
+
+        view = await until(app, lambda v: v.stacks is not None, "stacks classified")
+        members = {m for c in view.stacks.classes for m in c.members}
+        assert {0, 7} <= members  # ranks of both nodes in one classification
+        await pilot.press("s")
+        await pilot.pause()
+        assert isinstance(app.screen, StacksScreen)
+
+
+async def test_a_node_lost_mid_stream_while_the_other_keeps_updating(tmp_path):
+    plan = [replay_node("node01", 0, "--loop"), replay_node("node02", 1, "--loop")]
+    app = cluster_app(tmp_path, plan)
+    async with app.run_test(size=(120, 40)) as pilot:
+        view = await until(app, lambda v: set(states(v).values()) == {"live"}, "both live")
+        victim = next(s for s in app.feed.streams if s.host == "node02").status().pid
+        os.kill(victim, signal.SIGKILL)
+        view = await until(app, lambda v: states(v)["node02"] == "lost", "node02 lost")
+        lost = view.cluster.node("node02")
+        assert "killed" in lost.status.reason or "exited" in lost.status.reason, lost.status
+        # Its ranks are unknown (last seen alive), not exited; the others stay in the view.
+        assert {r.state for r in view.cluster.ranks_on("node02")} == {"unknown"}
+        assert {r.rank for r in view.cluster.ranks_on("node01")} == {0, 1, 2, 3}
+        seen = view.cluster.node("node01").status.last_seen
+        later = await until(app, lambda v: v.cluster.node("node01").status.last_seen > seen,
+                            "node01 keeps streaming")
+        assert states(later)["node01"] == "live"
+        await pilot.pause()
+        if states(later)["node02"] == "lost":  # not yet retrying: the header says so
+            assert "(1 lost)" in header_text(app)
+        # The app's streams reconnect with backoff: the node comes back by itself.
+        await until(app, lambda v: states(v)["node02"] == "live", "node02 back")
+
+
+async def test_a_skewed_node_clock_is_measured_and_its_ages_corrected(tmp_path):
+    plan = [replay_node("node01", 0), replay_node("node02", 1, "--clock-skew", "120")]
+    app = cluster_app(tmp_path, plan)
+    async with app.run_test(size=(200, 60)) as pilot:
+        view = await until(app, lambda v: all(
+            n.skew is not None and n.snapshot is not None for n in v.cluster.nodes),
+            "both skews measured")
+        skewed = view.cluster.node("node02")
+        assert -121.0 < skewed.skew < -119.0  # this clock is 120 s behind the node's
+        assert abs(view.cluster.node("node01").skew) < 1.0
+        # Moved onto this clock: the node's readings are not 2 minutes in the future.
+        assert abs(skewed.snapshot.timestamp - view.snapshot.timestamp) < 10.0
+        for state in skewed.snapshot.sources:
+            assert state.last_reading is not None
+            assert view.snapshot.timestamp - state.last_reading > -1.0, state
+        await pilot.pause()
+        assert app.main_screen.node_pane.table.get_cell("n1", "skew").text == "-120.0s"
+
+
+HOSTILE = (
+    "import sys, json, time\n"
+    "w = sys.stdout.write\n"
+    "w('not json at all\\n'); w('\\x00\\xff garbage\\n'); w('{\"v\": 1}\\n')\n"
+    "w('x' * (9 << 20) + '\\n')\n"  # over the 8 MiB line limit
+    "w(json.dumps({'v': 1, 'type': 'hello', 'host': 'node01', 't': time.time(),"
+    " 'agent': 'evil', 'pid': 1}) + '\\n')\n"
+    "w(json.dumps({'v': 1, 'type': 'reading', 'host': 'node01', 't': time.time(),"
+    " 'source': 'gpus', 'reading': {'source': 'gpus', 'timestamp': 'soon'}}) + '\\n')\n"
+    "w(json.dumps({'v': 1, 'type': 'reading', 'host': 'node01', 't': time.time(),"
+    " 'source': 'gpus', 'reading': {'source': 'gpus', 'timestamp': time.time(),"
+    " 'status': 'ok', 'payload': {'gpus': [{'index': 0, 'name': 'EVIL', 'uuid': 'e'}]}}})"
+    " + '\\n')\n"
+    "sys.stdout.flush(); sys.stdin.read()\n")
+
+
+async def test_a_hostile_stream_is_rejected_and_cannot_touch_other_nodes(tmp_path):
+    """Garbage, a 9 MiB line, a wrong schema and a bad reading from one "node" are recorded as
+    problems of that stream; the app keeps running, and a line naming another node is filed
+    under the stream it came from, never under the node it names."""
+    plan = [replay_node("node01", 0), Launch("evil", LOCAL, (sys.executable, "-c", HOSTILE))]
+    app = cluster_app(tmp_path, plan)
+    async with app.run_test(size=(200, 60)) as pilot:
+        view = await until(app, lambda v: states(v)["node01"] == "live" and len(
+            next(s for s in app.feed.streams if s.host == "evil").status().problems) >= 4,
+            "the hostile stream's problems recorded")
+        evil = next(s for s in app.feed.streams if s.host == "evil").status()
+        kinds = {p.kind for p in evil.problems}
+        assert {"not-json", "too-long", "reading"} <= kinds, evil.problems
+        view = await until(app, lambda v: v.cluster.node("evil").snapshot is not None,
+                           "the valid line of the hostile stream folded")
+        node01 = view.cluster.node("node01")
+        assert node01.snapshot is not None and len(node01.snapshot.gpus) == 4
+        assert "EVIL" not in {g.name for g in node01.snapshot.gpus}
+        assert [g.name for g in view.cluster.node("evil").gpus] == ["EVIL"]
+        assert {r.host for r in view.cluster.ranks} == {"node01"}
+        await pilot.pause()
+        assert app.is_running
