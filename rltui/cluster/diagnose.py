@@ -20,12 +20,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from rltui.cluster.view import (CONNECTING, GPU_STRIDE, LOST, RANK_UNKNOWN, ClusterRank,
-                                DuplicateRank, NodeView)
+                                DuplicateRank, NodeView, seen_ago)
 from rltui.diagnosis import diagnose, hangs, verdict_of
 from rltui.diagnosis.stacks import StackReport, classify, symptoms
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import Diagnosis, NodeSnapshot, StackPoll, Symptom, severity_rank
 from rltui.rankset import label
+from rltui.redact import scrub_text
 
 HOST_LOST = "host-lost"
 STEPS_STALLED = "steps-stalled"  # rltui.diagnosis.logs.steps_stalled
@@ -36,10 +37,6 @@ _DUMP_EVERY = "Dump every rank, not one:"  # rltui.diagnosis.playbook.dump_all_r
 CLUSTER_DUMP = ("Dump every rank on every node, not one (py-spy dump --pid PID on each host, or "
                 "a dump request to every node's agent) and compare who waits for whom across "
                 "nodes.")
-
-
-def _age(now: float, t: float | None) -> str:
-    return "never" if t is None else f"{max(0.0, now - t):.0f} s ago"
 
 
 def stack_inputs(merged: NodeSnapshot, rounds: Sequence[StackPoll],
@@ -76,32 +73,45 @@ def _hang_symptoms(report: StackReport | None, rounds: Sequence[StackPoll],
 
 def _host_lost(nodes: Sequence[NodeView], rows: Sequence[ClusterRank],
                now: float) -> list[Symptom]:
-    silent = [n for n in nodes if n.snapshot is not None and n.status.state in (LOST, CONNECTING)]
+    """One warning for every host that does not answer: those that had data (lost, or
+    reconnecting: their ranks are unknown, not exited) and those never reached (lost before a
+    first reading: their ranks are not in the view at all). A host still connecting for the
+    first time is not yet a problem (the app's first seconds)."""
+    silent = [n for n in nodes if n.status.state == LOST
+              or (n.snapshot is not None and n.status.state == CONNECTING)]
     if not silent:
         return []
     evidence, everyone = [], []
     for n in silent:
-        ranks = sorted({r.rank for r in rows if r.host == n.host and r.state == RANK_UNKNOWN
-                        and r.rank is not None})
-        everyone += ranks
-        who = label(ranks) if ranks else "no ranked process"
-        reason = f": {n.status.reason}" if n.status.reason else ""
+        reason = f": {scrub_text(n.status.reason)}" if n.status.reason else ""
+        if n.snapshot is None:
+            line = f"{n.host}: never reached{reason or ': no answer'}; its ranks are not seen"
+        else:
+            ranks = sorted({r.rank for r in rows if r.host == n.host
+                            and r.state == RANK_UNKNOWN and r.rank is not None})
+            everyone += ranks
+            who = label(ranks) if ranks else "no ranked process"
+            line = (f"{n.host}: {n.status.state}, last heard {seen_ago(now, n.status.last_seen)}"
+                    f"{reason}; {who} alive when last seen, now unknown (not counted as "
+                    "exited)")
         if len(evidence) < 8:
-            evidence.append(f"{n.host}: {n.status.state}, last heard "
-                            f"{_age(now, n.status.last_seen)}{reason}; {who} alive when last "
-                            "seen, now unknown (not counted as exited)")
+            evidence.append(line)
     if len(silent) > 8:
         evidence.append(f"... and {len(silent) - 8} more hosts")
     hosts = ", ".join(n.host for n in silent[:4]) + (", ..." if len(silent) > 4 else "")
     ranks = f": {label(everyone)} unknown" if everyone else ""
-    title = (f"{hosts} not answering{ranks}" if len(silent) == 1
-             else f"{len(silent)} hosts not answering ({hosts}){ranks}")
+    what = ("could not be reached" if all(n.snapshot is None for n in silent)
+            else "not answering")
+    title = (f"{hosts} {what}{ranks}" if len(silent) == 1
+             else f"{len(silent)} hosts {what} ({hosts}){ranks}")
     return [Symptom(
         id=HOST_LOST, severity="warning", title=title, ranks=tuple(sorted(set(everyone))),
         evidence=tuple(evidence),
         next_steps=(
-            "Check the node itself: does `ssh HOST true` answer, is it up (sinfo -n HOST, "
-            "scontrol show node HOST), what did its agent last write (the reason above)?",
+            "Read the reason: it says what ssh or srun reported and what to do about it.",
+            "Check the node itself: does `ssh HOST true` answer without a prompt (BatchMode), "
+            "is it up (sinfo -n HOST, scontrol show node HOST), does the job still run there "
+            "(squeue -j JOBID)? A slow jump host may need a longer --connect-timeout.",
             "A node that went down takes its ranks with it: the others then wait for them in a "
             "collective (all in one collective, these ranks absent).",
             "When the host answers again its ranks are read afresh; those gone by then are "

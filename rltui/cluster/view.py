@@ -35,6 +35,11 @@ RANK_UNKNOWN = "unknown"  # its host is lost or closed: last seen alive, fate no
 GPU_STRIDE = 10_000
 
 
+def seen_ago(now: float, t: float | None, digits: int = 0) -> str:
+    """``"3 s ago"`` (or ``"never"``) for a host's last-seen time, in evidence and tables."""
+    return "never" if t is None else f"{max(0.0, now - t):.{digits}f} s ago"
+
+
 def local_gpu(index: int) -> int:
     """The node's own index of a GPU index of the merged view (the same on one node)."""
     return index % GPU_STRIDE

@@ -30,6 +30,7 @@ from rltui.remote import cluster_report
 from rltui.remote.hostlist import (HostlistError, compress, expand, parse_hostfile,
                                    parse_hosts)
 from rltui.remote.feed import AgentFeed, Feed
+from rltui.remote.status import CONNECTING, LOST
 from rltui.remote.transports import DEFAULT_CONNECT_TIMEOUT, Launch, slurm_launches, ssh_launches
 
 EXIT_NO_HOST = 3  # no host answered: nothing was diagnosed (as the checks' "could not finish")
@@ -212,6 +213,17 @@ class HeadlessRun:
             self._dump_at_end(self.dump_timeout)
         self._drain()
         self._statuses()  # the states now, before closing makes them "closed"
+        self._unanswered()
+
+    def _unanswered(self) -> None:
+        """A node still connecting when the run ends never answered: for this run it is lost
+        (the app would keep waiting; a headless run has to say so)."""
+        for status in self.feed.statuses():
+            host = status.host
+            if status.state == CONNECTING and self.monitor.status(host).last_seen is None:
+                self.monitor.set_status(host, LOST, None, status.reason or (
+                    "no answer before the run ended (still connecting: a slow jump host "
+                    "needs a longer --connect-timeout)"))
 
     def _dump_at_end(self, timeout: float) -> None:
         """One blocking round on every node at once: the stacks of the diagnosis are then a
@@ -269,7 +281,6 @@ def run_diagnose(args: argparse.Namespace, settings) -> int:
         snap, diagnosis = monitor.evaluate(time.time())
     finally:
         run.close()
-    diagnosis = cluster_report.with_unreached(snap, diagnosis)
     if run.notes:
         diagnosis = replace(diagnosis, notes=diagnosis.notes + tuple(run.notes))
     merged = snap.merged

@@ -78,6 +78,8 @@ async def test_nodes_gpus_and_ranks_across_nodes(tmp_path):
         await pilot.pause()
         screen = app.main_screen
         assert screen.node_pane is not None and "2/3 reporting (1 lost)" in header_text(app)
+        lost = [x for x in app.latest.diagnosis.symptoms if x.id == "host-lost"]
+        assert len(lost) == 1 and "node03 could not be reached" in lost[0].title
 
         # The nodes pane: the lost node first, with ssh's reason.
         nodes = screen.node_pane.table

@@ -136,7 +136,8 @@ def test_across_nodes(snap_compare, tmp_path, size):
     "live" with their ranks "0-3" and "4-7" (and at 200x60 their GPU counts and node02's skew
     "-120.3s"); the GPU table grouped by node (node01 on GPU 0's row, node02 on its GPU 0's
     row, indices 0-3 each); the rank table with a node column (ranks 0-3 node01, 4-7 node02)
-    and their stack classes; the cleanup-deadlock symptom across both nodes."""
+    and their stack classes; the symptoms "CRIT Cleanup deadlock: ranks 3,7 in teardown, ranks
+    0-2,4-6 wait" (across both nodes) and "WARN node03 could not be reached" (host-lost)."""
     app = _cluster_app(tmp_path)
 
     async def run_before(pilot) -> None:
