@@ -24,9 +24,10 @@ from rltui.cluster import ranks as rank_rules
 from rltui.cluster.diagnose import classify_rounds, diagnose_cluster, stack_inputs
 from rltui.cluster.skew import to_local
 from rltui.cluster.stackmerge import merged_samples
-from rltui.cluster.view import (CLOSED, CONNECTING, LIVE, SLOW, ClusterSnapshot, HostStatus,
+from rltui.cluster.view import (CLOSED, CONNECTING, LIVE, LOST, SLOW, ClusterSnapshot, HostStatus,
                                 NodeView)
 from rltui.diagnosis import diagnose
+from rltui.diagnosis.hangs import departed_pids
 from rltui.diagnosis.stacks import StackReport
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import Diagnosis, NodeSnapshot, Reading, StackPoll
@@ -130,7 +131,7 @@ class ClusterMonitor:
         changed: the app evaluates every second, the stacks change every N seconds."""
         key = (self.thresholds.stack_sample_gap_s, m.dropped, tuple(
             (v.host, v.merged, v.status.state, tuple(map(id, v.snapshot.stacks)),
-             frozenset(d.pid for d in v.snapshot.departed if d.pid),
+             tuple(sorted(departed_pids(v.snapshot.departed).items())),
              tuple(sorted(m.pid_ranks.get(v.host, {}).items())) if v.snapshot.stacks else ())
             for v in views if v.snapshot is not None))
         if self._stack_memo is not None and self._stack_memo[0] == key:
@@ -147,8 +148,9 @@ class ClusterMonitor:
         for v in views:
             st = v.status
             if v.snapshot is None:
-                notes.append(f"{v.host}: {st.state}, no data yet"
-                             + (f" ({st.reason})" if st.reason else ""))
+                if st.state != LOST:  # a lost one is a host-lost symptom, with its reason
+                    notes.append(f"{v.host}: {st.state}, no data yet"
+                                 + (f" ({st.reason})" if st.reason else ""))
             elif st.state == SLOW:
                 notes.append(f"{v.host} is slow: last heard {now - (st.last_seen or now):.0f} s "
                              "ago; its data may be stale")

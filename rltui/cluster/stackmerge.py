@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from rltui.cluster.view import NodeView
-from rltui.diagnosis.hangs import samples
+from rltui.diagnosis.hangs import departed_pids, samples, still_here
 from rltui.model import ProcessDump, StackPoll
 from rltui.rankset import label
 
@@ -29,12 +29,12 @@ def _host_samples(node: NodeView, table: Mapping[int, int | None],
                   dropped: frozenset[tuple[str, int]], gap: float) -> list[StackPoll]:
     snap = node.snapshot
     assert snap is not None
-    gone = frozenset(d.pid for d in snap.departed if d.pid)
+    gone = departed_pids(snap.departed)
     out = []
     for poll in samples(snap.stacks, gap):
         dumps: list[ProcessDump] = []
-        for d in poll.dumps:
-            if (poll.trigger != "saved" and d.pid in gone) or (node.host, d.pid) in dropped:
+        for d in still_here(poll, gone):
+            if (node.host, d.pid) in dropped:
                 continue
             rank = table.get(d.pid)
             if rank is None:

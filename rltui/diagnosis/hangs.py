@@ -13,12 +13,12 @@ the stacks change every N seconds.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from rltui.diagnosis import logs as log_rules
 from rltui.diagnosis.stacks import StackReport, classify, symptoms
 from rltui.diagnosis.thresholds import Thresholds
-from rltui.model import NodeSnapshot, StackPoll, Symptom
+from rltui.model import DepartedRank, NodeSnapshot, ProcessDump, StackPoll, Symptom
 
 _memo: tuple[tuple, StackReport, tuple] | None = None
 _state_memo: tuple[NodeSnapshot, bool | None] | None = None
@@ -49,6 +49,21 @@ def samples(rounds: Sequence[StackPoll], gap: float) -> list[StackPoll]:
     return kept[::-1]
 
 
+def departed_pids(departed: Sequence[DepartedRank]) -> dict[int, float]:
+    """pid -> when it was first seen gone, for the departed processes that had a pid."""
+    return {d.pid: d.gone_since for d in departed if d.pid}
+
+
+def still_here(poll: StackPoll, gone: Mapping[int, float]) -> list[ProcessDump]:
+    """The round's dumps without those of processes that exited since: a process that exited
+    after its last dump is missing now, not waiting where it was. A dump taken after its pid
+    was seen gone is of a new process that reused the pid, and stays. Saved dumps are what the
+    user gave, kept whole."""
+    if poll.trigger == "saved":
+        return list(poll.dumps)
+    return [d for d in poll.dumps if d.pid not in gone or poll.started >= gone[d.pid]]
+
+
 def stack_report(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
                  th: Thresholds | None = None) -> StackReport | None:
     """The hang report of the snapshot's stack rounds; None when there are none."""
@@ -64,13 +79,12 @@ def stack_report(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
     else:
         stalled = steps_state(snap, history, th)
         _state_memo = (snap, stalled)
-    gone = frozenset(d.pid for d in snap.departed if d.pid)
-    key = (tuple(id(p) for p in snap.stacks), missing, stalled, gone, th.stack_sample_gap_s)
+    gone = departed_pids(snap.departed)
+    key = (tuple(id(p) for p in snap.stacks), missing, stalled, tuple(sorted(gone.items())),
+           th.stack_sample_gap_s)
     if _memo is not None and _memo[0] == key:
         return _memo[1]
-    # A process that exited after its last dump is missing now, not waiting where it was.
-    rounds = [p.dumps if p.trigger == "saved" else [d for d in p.dumps if d.pid not in gone]
-              for p in samples(snap.stacks, th.stack_sample_gap_s)]
+    rounds = [still_here(p, gone) for p in samples(snap.stacks, th.stack_sample_gap_s)]
     report = classify(rounds, missing_ranks=missing, steps_stalled=stalled)
     # The memo holds the rounds themselves too, so none of the ids in the key can be reused
     # by a new object while it stands.

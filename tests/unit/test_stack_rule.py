@@ -107,6 +107,18 @@ def test_a_rank_that_exited_after_its_dump_counts_as_missing_not_waiting():
     assert 1 in report.suspect_ranks
 
 
+def test_a_pid_reused_after_its_rank_exited_is_a_new_process_and_stays():
+    """Rank 1 (pid 101) exited at 96 s; a new process got pid 101 and was dumped at 98 s as
+    rank 5. Its dump is not the dead rank's and must not be dropped with it."""
+    gone = DepartedRank(pid=101, rank=1, last_seen=95.0, gone_since=96.0)
+    reused = ProcessDump(pid=101, rank=5, threads=waiting(5).threads)
+    s = snap(round_at(90.0, waiting(0), waiting(1)), round_at(98.0, waiting(0), reused),
+             departed=(gone,))
+    rounds = [hangs.still_here(p, hangs.departed_pids(s.departed)) for p in s.stacks]
+    assert [[d.rank for d in r] for r in rounds] == [[0], [0, 5]]
+    assert 5 in {m for c in hangs.stack_report(s).classes for m in c.members}
+
+
 def test_the_memo_follows_the_sample_gap_threshold():
     dumps = [waiting(r) for r in range(2)]
     s = snap(round_at(87.0, *dumps), round_at(90.0, *dumps))
