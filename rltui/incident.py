@@ -169,14 +169,16 @@ def _rank_of_log(snap: NodeSnapshot, path: str) -> int | None:
     return next((log.rank for log in snap.logs if log.path == path), None)
 
 
-def stack_commands(snap: NodeSnapshot, limit: int = 64) -> list[str]:
-    """The py-spy command of the latest round, once per process it dumped."""
+def stack_commands(snap: NodeSnapshot, limit: int = 64, host: str = "") -> list[str]:
+    """The py-spy command of the latest round, once per process it dumped; with ``host`` (a
+    node of a job across nodes) run there over ssh."""
     if not snap.stacks:
         return []
     poll = snap.stacks[-1]
     if "{pid}" not in poll.command:
         return []  # saved dumps: rltui ran no py-spy
-    out = [poll.command.format(pid=d.pid) for d in poll.dumps[:limit]]
+    where = f"ssh {host} " if host else ""
+    out = [where + poll.command.format(pid=d.pid) for d in poll.dumps[:limit]]
     if len(poll.dumps) > limit:
         out.append(f"# ... and {len(poll.dumps) - limit} more processes")
     return out

@@ -33,10 +33,6 @@ STEPS_STALLED = "steps-stalled"  # rltui.diagnosis.logs.steps_stalled
 DUPLICATE_RANKS = "rank-duplicate"
 
 _GPU_EVIDENCE = re.compile(r"^GPU (\d+)\b")
-_DUMP_EVERY = "Dump every rank, not one:"  # rltui.diagnosis.playbook.dump_all_ranks
-CLUSTER_DUMP = ("Dump every rank on every node, not one (py-spy dump --pid PID on each host, or "
-                "a dump request to every node's agent) and compare who waits for whom across "
-                "nodes.")
 
 
 def stack_inputs(merged: NodeSnapshot, rounds: Sequence[StackPoll],
@@ -151,11 +147,7 @@ def _for_cluster(s: Symptom, nodes: Sequence[NodeView]) -> Symptom:
         return f"{slots.get(slot, '?')} GPU {local}"
 
     evidence = tuple(_GPU_EVIDENCE.sub(gpu_label, e) for e in s.evidence)
-    steps = tuple(CLUSTER_DUMP if step.startswith(_DUMP_EVERY) else step
-                  for step in s.next_steps)
-    if evidence == s.evidence and steps == s.next_steps:
-        return s
-    return replace(s, evidence=evidence, next_steps=steps)
+    return s if evidence == s.evidence else replace(s, evidence=evidence)
 
 
 def diagnose_cluster(merged: NodeSnapshot, history: Sequence[NodeSnapshot], th: Thresholds, *,

@@ -6,10 +6,22 @@ from rltui.model import ProcInfo
 
 
 def dump_all_ranks(procs: tuple[ProcInfo, ...]) -> str:
-    pids = " ".join(str(p.pid) for p in procs[:16]) or "PID ..."
-    more = " ..." if len(procs) > 16 else ""
-    return (f"Dump every rank, not one: for p in {pids}{more}; do py-spy dump --pid $p; done "
-            "and compare who waits for whom.")
+    """The shell loop that dumps every rank; across nodes one per node over ssh (pids repeat
+    from node to node, so a bare pid list would name the wrong processes)."""
+    by_host: dict[str, list[int]] = {}
+    for p in procs:
+        by_host.setdefault(p.host, []).append(p.pid)
+    if not set(by_host) - {""}:  # one node: its own pids
+        pids = " ".join(str(p.pid) for p in procs[:16]) or "PID ..."
+        more = " ..." if len(procs) > 16 else ""
+        return (f"Dump every rank, not one: for p in {pids}{more}; do py-spy dump --pid $p; "
+                "done and compare who waits for whom.")
+    loops = [f"ssh {host} 'for p in {' '.join(map(str, pids[:16]))}"
+             f"{' ...' if len(pids) > 16 else ''}; do py-spy dump --pid $p; done'"
+             for host, pids in list(by_host.items())[:4]]
+    more = f"; ... and {len(by_host) - 4} more nodes" if len(by_host) > 4 else ""
+    return ("Dump every rank on every node, not one (in rltui: d asks every node at once): "
+            + "; ".join(loops) + more + "; then compare who waits for whom across nodes.")
 
 
 CHECK_LOG_ADVANCING = "Check whether each rank's log still advances (a hang, not slowness)."

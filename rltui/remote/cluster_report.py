@@ -10,6 +10,13 @@ from rltui.cluster.view import LOST, RANK_LIVE, ClusterSnapshot, seen_ago
 from rltui.rankset import compact
 from rltui.redact import scrub_text
 
+def stack_commands(snap: ClusterSnapshot) -> list[str]:
+    """Each node's py-spy commands of its latest round, run there over ssh (for the report)."""
+    from rltui.incident import stack_commands as node_commands
+    return [c for n in snap.nodes if n.snapshot is not None
+            for c in node_commands(n.snapshot, host=n.host)]
+
+
 def nodes_json(snap: ClusterSnapshot) -> list[dict[str, Any]]:
     """One object per host, in the order the hosts were given."""
     out = []

@@ -314,7 +314,7 @@ def write_incident(folder: str, monitor: ClusterMonitor, snap, diagnosis) -> Non
              for path, lines in m.tracker.logbook.tails(incident.LOG_TAIL).items()}
     doc = incident.build(incident.ReportInputs(
         snapshot=snap.merged, diagnosis=diagnosis, stacks=snap.stack_report, log_tails=tails,
-        commands=cli.invocation(), mode="live"))
+        commands=cli.invocation() + cluster_report.stack_commands(snap), mode="live"))
     doc["nodes"] = cluster_report.nodes_json(snap)
     try:
         md, js = incident.write_report(folder, doc)

@@ -506,7 +506,7 @@ class RltuiApp(App[int]):
         doc = incident.build(incident.ReportInputs(
             snapshot=view.snapshot, diagnosis=view.diagnosis, stacks=view.stacks,
             log_tails=self.logbook.tails(incident.LOG_TAIL),
-            commands=list(self.commands) + incident.stack_commands(view.snapshot),
+            commands=list(self.commands) + self._stack_commands(view),
             mode=self.bundle.mode, generated_at=self.clock()))
         if view.cluster is not None:
             from rltui.remote.cluster_report import nodes_json
@@ -524,6 +524,14 @@ class RltuiApp(App[int]):
         self.reports_written.append(written)
         self.notify(f"Incident report written: {written[0]} and {written[1].name}",
                     title="Report", timeout=15)
+
+    @staticmethod
+    def _stack_commands(view: View) -> list[str]:
+        if view.cluster is not None:
+            from rltui.remote.cluster_report import stack_commands
+            return stack_commands(view.cluster)
+        from rltui import incident
+        return incident.stack_commands(view.snapshot)
 
     # -- OOM ----------------------------------------------------------------------------------
     def _has_oom(self) -> bool:

@@ -9,6 +9,7 @@ safety nets.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -216,3 +217,26 @@ async def test_a_hostile_stream_is_rejected_and_cannot_touch_other_nodes(tmp_pat
         assert {r.host for r in view.cluster.ranks} == {"node01"}
         await pilot.pause()
         assert app.is_running
+
+
+async def test_the_incident_report_across_nodes_names_every_node(tmp_path):
+    plan = [replay_node("node01", 0), replay_node("node02", 1), Launch("node03", LOCAL, SSH_FAILS)]
+    app = cluster_app(tmp_path, plan)
+    app.report_folder = lambda now: str(tmp_path / "incident")
+    async with app.run_test(size=(200, 60)) as pilot:
+        await until(app, lambda v: states(v)["node03"] == "lost" and v.stacks is not None
+                    and ranks_in(v) == set(range(8)), "both nodes with stacks")
+        await pilot.press("i")
+        await pilot.pause()
+    (md, js), = app.reports_written
+    doc = json.loads(js.read_text())
+    assert [n["host"] for n in doc["nodes"]] == ["node01", "node02", "node03"]
+    assert {r["rank"]: r["host"] for r in doc["ranks"]} == {
+        r: "node01" if r < 4 else "node02" for r in range(8)}
+    # The py-spy commands name the node they are for: the same pids live on both.
+    commands = doc["commands"]
+    assert any(c.startswith("ssh node01 py-spy dump --pid ") for c in commands)
+    assert any(c.startswith("ssh node02 py-spy dump --pid ") for c in commands)
+    text = md.read_text()
+    assert "| rank | host | pid |" in text and "| 4 | node02 |" in text
+    assert "| node03 | lost |" in text

@@ -382,7 +382,10 @@ def test_idle_vs_busy_spans_nodes(utils_a, utils_b, idle):
     i = idle[0]
     assert f"{A} GPU {i} (rank {i}): {utils_a[i]:.0f}% utilisation, idle" in found.evidence
     assert f"{B} GPU 3 (rank 7): 95% utilisation, busy" in found.evidence
-    assert not any("py-spy dump --pid $p" in step for step in found.next_steps)
+    # Pids repeat across nodes: the dump loop is one per node, over ssh, never a bare pid list.
+    (dump,) = [step for step in found.next_steps if "py-spy dump --pid $p" in step]
+    assert f"ssh {A} 'for p in" in dump and f"ssh {B} 'for p in" in dump
+    assert "not one: for p in" not in dump
     if utils_a[1] == 30.0:  # the per-node rule on A sees no busy GPU at all
         a = cm.monitors[A]
         assert "gpu-idle-vs-busy" not in ids(diagnose(a.snapshot, a.history.items))

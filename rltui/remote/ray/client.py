@@ -1,0 +1,243 @@
+"""The Ray dashboard's HTTP API, with the standard library only (``pip install rltui`` needs no
+Ray and no HTTP package).
+
+Every failure is a ``DashboardError`` with a ``kind`` and one sentence for the person at the
+terminal, naming the address and what to do: nothing listening (the dashboard binds to
+127.0.0.1 on the head unless told otherwise), a port that does not speak HTTP/1.1 (the GCS or
+Ray Client, both gRPC), a web server that is not a Ray dashboard, a Ray without the state API,
+HTTP errors, an answer that is not JSON or too big, no answer in time.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import ssl
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+from rltui import __version__
+from rltui.redact import scrub_text
+from rltui.remote.ray.address import NEEDS_DASHBOARD, DashboardAddress
+
+MAX_BODY = 64 << 20  # bytes of one answer; a state list of 10,000 workers is a few MB
+LIST_LIMIT = 10_000  # the most rows the state API hands out (RAY_MAX_LIMIT_FROM_API_SERVER)
+SHOWN = 200  # characters of a body quoted in a message
+
+REFUSED, UNREACHABLE, TIMEOUT, NOT_HTTP = "refused", "unreachable", "timeout", "not-http"
+NOT_RAY, NO_STATE_API, HTTP, BAD_JSON = "not-ray", "no-state-api", "http", "bad-json"
+KINDS = (REFUSED, UNREACHABLE, TIMEOUT, NOT_HTTP, NOT_RAY, NO_STATE_API, HTTP, BAD_JSON)
+
+BIND_REMEDY = ("The dashboard listens on the head node's 127.0.0.1 unless Ray was started with "
+               "`ray start --head --dashboard-host 0.0.0.0`; from another machine, tunnel it: "
+               "`ssh -N -L 8265:127.0.0.1:8265 HEAD`, then --ray 127.0.0.1:8265. The dashboard "
+               "comes with `pip install 'ray[default]'` on the head (plain `ray` has none).")
+
+
+class DashboardError(Exception):
+    def __init__(self, kind: str, message: str, remedy: str = "",
+                 status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.remedy = remedy
+        self.status = status  # the HTTP status, when there was one
+
+
+class DashboardClient:
+    """Blocking GETs against one dashboard; safe to use from several threads at once (each
+    call opens its own connection)."""
+
+    def __init__(self, address: DashboardAddress, timeout: float = 10.0) -> None:
+        self.address = address
+        self.timeout = timeout
+        self._opener = urllib.request.build_opener()
+        self._headers = {"User-Agent": f"rltui/{__version__}", "Accept": "application/json"}
+
+    # -- raw
+
+    def get(self, path: str, params: Iterable[tuple[str, Any]] | Mapping[str, Any] = (),
+            timeout: float | None = None) -> tuple[int, str, str]:
+        """(HTTP status, content type, body) of ``GET path?params``. HTTP error statuses are
+        returned, not raised; a transport failure raises ``DashboardError``."""
+        query = urlencode(list(params.items()) if isinstance(params, Mapping) else list(params))
+        url = f"{self.address.url}{path}" + (f"?{query}" if query else "")
+        request = urllib.request.Request(url, headers=self._headers)
+        wait = self.timeout if timeout is None else max(0.1, timeout)
+        try:
+            with self._opener.open(request, timeout=wait) as answer:
+                return answer.status, answer.headers.get_content_type(), _body(answer, path)
+        except urllib.error.HTTPError as exc:
+            with exc:
+                return exc.code, exc.headers.get_content_type(), _body(exc, path)
+        except urllib.error.URLError as exc:
+            raise self._transport(exc.reason, wait) from None
+        except (http.client.HTTPException, OSError) as exc:
+            raise self._transport(exc, wait) from None
+
+    def _transport(self, cause: object, wait: float) -> DashboardError:
+        where = self.address.label
+        if isinstance(cause, ConnectionRefusedError):
+            return DashboardError(REFUSED, f"nothing listens at {where} (connection refused): "
+                                           "no Ray dashboard there", BIND_REMEDY)
+        if isinstance(cause, (TimeoutError, socket.timeout)):
+            return DashboardError(TIMEOUT, f"the Ray dashboard at {where} did not answer within "
+                                           f"{wait:g} s", "Is the head node up and reachable? "
+                                                          "A busy dashboard answers slowly: "
+                                                          "raise the timeout.")
+        if isinstance(cause, socket.gaierror):
+            return DashboardError(UNREACHABLE, f"{self.address.host} does not resolve "
+                                               f"({cause.strerror or cause})", NEEDS_DASHBOARD)
+        if isinstance(cause, ssl.SSLError):
+            return DashboardError(UNREACHABLE, f"TLS with {where} failed: {cause}",
+                                  "Use http:// unless the dashboard sits behind a TLS proxy.")
+        if isinstance(cause, (http.client.RemoteDisconnected, ConnectionResetError)):
+            return DashboardError(NOT_HTTP, f"{where} closed the connection without an HTTP "
+                                            "answer: not a Ray dashboard?", NEEDS_DASHBOARD)
+        if isinstance(cause, http.client.BadStatusLine):
+            return DashboardError(NOT_HTTP, f"{where} does not speak HTTP/1.1: it answered "
+                                            "with binary data, as Ray's gRPC ports do (the "
+                                            "GCS, 6379 by default, and Ray Client, 10001)",
+                                  NEEDS_DASHBOARD)
+        if isinstance(cause, http.client.HTTPException):
+            return DashboardError(NOT_HTTP, f"{where} answered with broken HTTP "
+                                            f"({type(cause).__name__}): not a Ray dashboard",
+                                  NEEDS_DASHBOARD)
+        if isinstance(cause, OSError):
+            return DashboardError(UNREACHABLE, f"cannot reach {where}: "
+                                               f"{cause.strerror or cause}", BIND_REMEDY)
+        return DashboardError(UNREACHABLE, f"cannot reach {where}: {cause}", BIND_REMEDY)
+
+    # -- JSON
+
+    def get_json(self, path: str, params: Iterable[tuple[str, Any]] = (),
+                 timeout: float | None = None) -> Any:
+        """The JSON body of a 200 answer; anything else raises ``DashboardError``."""
+        status, ctype, body = self.get(path, params, timeout)
+        if status == 404:
+            raise self._not_found(path, ctype, body)
+        if status in (401, 403):
+            raise DashboardError(HTTP, f"the Ray dashboard at {self.address.label} refuses "
+                                       f"rltui (HTTP {status} on {path}): "
+                                       f"{_envelope_msg(body) or _quote(body)}",
+                                 "rltui sends no credentials: a dashboard behind Ray's token "
+                                 "authentication (RAY_AUTH_MODE=token) or an authenticating "
+                                 "proxy cannot be read yet.", status)
+        if status != 200:
+            # The state API says what went wrong in its envelope's "msg", with 4xx and 5xx.
+            said = _envelope_msg(body) or _quote(body)
+            raise DashboardError(HTTP, f"the Ray dashboard at {self.address.label} answered "
+                                       f"{path} with HTTP {status}: {said}",
+                                 "Ray's dashboard log (dashboard.log in the session's logs "
+                                 "folder on the head) says more.", status)
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise DashboardError(BAD_JSON, f"{self.address.label} answered {path} with "
+                                           f"{ctype or 'a body'} that is not JSON: "
+                                           f"{_quote(body)}", NEEDS_DASHBOARD, status) from None
+
+    def _not_found(self, path: str, ctype: str, body: str) -> DashboardError:
+        version = self.ray_version()
+        if version is not None:
+            return DashboardError(NO_STATE_API, f"the Ray {version} dashboard at "
+                                                f"{self.address.label} has no {path}: its state "
+                                                "API is missing", "rltui needs Ray 2.0 or "
+                                                                  "newer on the cluster.", 404)
+        return DashboardError(NOT_RAY, f"{self.address.label} answers HTTP but is not a Ray "
+                                       f"dashboard ({path}: 404 Not Found, "
+                                       f"{ctype or 'no content type'})", NEEDS_DASHBOARD, 404)
+
+    def ray_version(self) -> str | None:
+        """The cluster's Ray version (``/api/version``), None when it says none."""
+        try:
+            status, _, body = self.get("/api/version")
+            data = json.loads(body) if status == 200 else None
+        except (DashboardError, ValueError):
+            return None
+        version = data.get("ray_version") if isinstance(data, dict) else None
+        return version if isinstance(version, str) else None
+
+    def state_list(self, kind: str, *, filters: Iterable[tuple[str, str, str]] = (),
+                   detail: bool = False, timeout: float | None = None) -> tuple[list, str]:
+        """Rows of ``/api/v0/<kind>`` (nodes, actors, workers) and a note when the list is
+        partial (truncated, or some raylet did not answer)."""
+        params: list[tuple[str, Any]] = [("limit", LIST_LIMIT), ("detail", int(detail))]
+        wait = self.timeout if timeout is None else timeout
+        # The state API's own deadline for the raylets it asks, inside ours.
+        params.append(("timeout", max(1, int(wait))))
+        for key, predicate, value in filters:
+            params += [("filter_keys", key), ("filter_predicates", predicate),
+                       ("filter_values", value)]
+        data = self.get_json(f"/api/v0/{kind}", params, timeout)
+        return unwrap_list(data, kind, self.address.label)
+
+    def node_summary(self, timeout: float | None = None) -> list:
+        """``/nodes?view=summary``: what each node's dashboard agent reports (host name, GPUs
+        with utilisation and processes, the raylet's workers)."""
+        data = self.get_json("/nodes", [("view", "summary")], timeout)
+        summary = data.get("data", {}).get("summary") if isinstance(data, dict) else None
+        if not isinstance(summary, list):
+            raise DashboardError(BAD_JSON, f"{self.address.label}: /nodes?view=summary has no "
+                                           "summary list")
+        return summary
+
+    def traceback(self, node_id: str, pid: int, timeout: float | None = None
+                  ) -> tuple[int, str]:
+        """(HTTP status, text) of ``/worker/traceback``: py-spy's dump of ``pid``, run by
+        the dashboard agent on the node, or its error."""
+        status, _, body = self.get("/worker/traceback", [("node_id", node_id), ("pid", pid)],
+                                   timeout)
+        return status, body
+
+
+def unwrap_list(data: Any, kind: str, where: str) -> tuple[list, str]:
+    """The rows of a state API list answer, and a note when it is partial.
+
+    The envelope: ``{"result": true, "msg": "", "data": {"result": {"total": N,
+    "num_after_truncation": M, "result": [rows], "partial_failure_warning": "", ...}}}``.
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("data"), dict):
+        raise DashboardError(BAD_JSON, f"{where}: /api/v0/{kind} is not a state API answer")
+    if data.get("result") is False:
+        raise DashboardError(HTTP, f"{where}: the state API refused /api/v0/{kind}: "
+                                   f"{data.get('msg') or 'no reason given'}")
+    inner = data["data"].get("result")
+    rows = inner.get("result") if isinstance(inner, dict) else None
+    if not isinstance(rows, list):
+        raise DashboardError(BAD_JSON, f"{where}: /api/v0/{kind} holds no list of {kind}")
+    notes = []
+    total = inner.get("total")
+    if isinstance(total, int) and total > len(rows):
+        notes.append(f"{len(rows)} of {total} {kind} listed (the state API's limit)")
+    warning = inner.get("partial_failure_warning")
+    if isinstance(warning, str) and warning.strip():
+        notes.append(scrub_text(warning.strip().splitlines()[0])[:SHOWN])
+    return rows, "; ".join(notes)
+
+
+def _body(answer: Any, path: str) -> str:
+    data = answer.read(MAX_BODY + 1)
+    if len(data) > MAX_BODY:
+        raise DashboardError(BAD_JSON, f"{path}: the answer is over {MAX_BODY >> 20} MiB; not "
+                                       "read")
+    return data.decode("utf-8", "replace")
+
+
+def _envelope_msg(body: str) -> str:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return ""
+    msg = data.get("msg") if isinstance(data, dict) else None
+    return _quote(msg) if isinstance(msg, str) else ""
+
+
+def _quote(text: str) -> str:
+    """A body's start on one line, for a message."""
+    flat = " ".join(text.split())
+    return repr(scrub_text(flat[:SHOWN]) + ("..." if len(flat) > SHOWN else ""))
