@@ -40,9 +40,9 @@ def replay_node(host: str, node_rank: int, *extra: str) -> Launch:
         "--world", "8", "--heartbeat", "0.2", *extra))
 
 
-def cluster_app(tmp_path, plan: list[Launch], settings: Settings = FAST):
-    feed = AgentFeed(plan, cwd=str(REPO),
-                     env={**os.environ, "PYTHONPATH": str(REPO)})
+def cluster_app(tmp_path, plan: list[Launch], settings: Settings = FAST, **stream_options):
+    feed = AgentFeed(plan, cwd=str(REPO), env={**os.environ, "PYTHONPATH": str(REPO)},
+                     **stream_options)
     bundle = Bundle(mode="live", host="cluster", feed=feed, closers=[feed.close])
     return build_app(bundle, settings, config_path=tmp_path / "config.yaml")
 
@@ -240,3 +240,27 @@ async def test_the_incident_report_across_nodes_names_every_node(tmp_path):
     text = md.read_text()
     assert "| rank | host | pid |" in text and "| 4 | node02 |" in text
     assert "| node03 | lost |" in text
+
+
+SILENT_AFTER_HELLO = (
+    "import sys, json, time\n"
+    "print(json.dumps({'v': 1, 'type': 'hello', 'host': 'node02', 't': time.time(),"
+    " 'agent': 'rltui test', 'pid': 1, 'sources': {'gpus': 1.0}}), flush=True)\n"
+    "sys.stdin.read()\n")  # then silence: no reading, no heartbeat (a node stuck in D state)
+
+
+async def test_a_silent_node_turns_slow_and_never_holds_the_others_back(tmp_path):
+    plan = [replay_node("node01", 0),
+            Launch("node02", LOCAL, (sys.executable, "-c", SILENT_AFTER_HELLO))]
+    app = cluster_app(tmp_path, plan, heartbeat=0.2, slow_after=3)
+    async with app.run_test(size=(200, 60)) as pilot:
+        view = await until(app, lambda v: states(v)["node02"] == "slow"
+                           and states(v)["node01"] == "live", "node02 slow, node01 live")
+        seen = view.cluster.node("node01").status.last_seen
+        later = await until(app, lambda v: v.cluster.node("node01").status.last_seen > seen,
+                            "node01 keeps streaming while node02 is silent")
+        assert states(later)["node02"] == "slow"
+        await pilot.pause()
+        nodes = app.main_screen.node_pane.table
+        assert nodes.row_keys[0] == "n1"  # the slow node above the live one
+        assert table_text(nodes, "n1", "state") == "slow"
