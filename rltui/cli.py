@@ -407,10 +407,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         diagnosis = replace(diagnosis, notes=diagnosis.notes + tuple(notes))
     if args.json:
         import json
-        doc = report.to_json(snap, diagnosis, mode, now_source)
-        if monitor.stacks is not None:
-            from rltui.diagnosis.stacks import report_json
-            doc["stacks"] = report_json(monitor.stacks)
+        doc = report.to_json(snap, diagnosis, mode, now_source, stacks=monitor.stacks)
         oom = _oom(monitor, snap, args.job_config, args.model_config)
         if oom is not None:
             from rltui.diagnosis.oom.report import report_json as oom_json
@@ -420,9 +417,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             doc["config_doctor"] = found
         print(json.dumps(doc, indent=2))
     else:
-        sys.stdout.write(report.to_text(snap, diagnosis))
-        if monitor.stacks is not None:
-            sys.stdout.write(_stacks_text(monitor.stacks))
+        sys.stdout.write(report.to_text(snap, diagnosis, stacks=monitor.stacks))
         oom = _oom(monitor, snap, args.job_config, args.model_config)
         if oom is not None:
             from rltui.diagnosis.oom.report import report_text
@@ -497,19 +492,6 @@ def _saved_stacks(folder: str):
         return read_dump_folder(folder)
     except NotAFolder as exc:
         raise UsageError(f"--stacks {exc}") from None
-
-
-def _stacks_text(stacks) -> str:
-    """The stack classes under the plain report."""
-    from rltui.diagnosis.stacks import where, who
-    lines = ["", f"stacks: {stacks.title}"
-             + (f" (pattern {stacks.pattern})" if stacks.pattern else ""),
-             f"  {stacks.explanation}"]
-    for i, c in enumerate(stacks.classes, 1):
-        state = "" if c.state == "unknown" else f" [{c.state}]"
-        lines.append(f"  #{i} {who(c.members)}: "
-                     f"{'in ' + c.op.name if c.op else 'at ' + where(c.deepest)}{state}")
-    return "\n".join(lines) + "\n"
 
 
 def invocation() -> list[str]:

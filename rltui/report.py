@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from rltui import __version__
+from rltui.diagnosis.stacks import StackReport, report_json, where, who
 from rltui.model import Diagnosis, NodeSnapshot, severity_rank
 from rltui.rankset import compact
 from rltui.serialize import to_data
@@ -25,13 +26,15 @@ def should_fail(diagnosis: Diagnosis, fail_on: str) -> bool:
 
 
 def to_json(snap: NodeSnapshot, diagnosis: Diagnosis, mode: str,
-            now_source: str = "clock") -> dict[str, Any]:
+            now_source: str = "clock", stacks: StackReport | None = None) -> dict[str, Any]:
+    """The diagnose document (docs/diagnose-json.md); ``stacks``: the hang report of the py-spy
+    rounds read, when there are any."""
     gpus = []
     for g in snap.gpus:
         item = to_data(g)
         item["mem_percent"] = g.mem_percent
         gpus.append(item)
-    return {
+    doc = {
         "schema": SCHEMA,
         "tool": f"rltui {__version__}",
         "mode": mode,
@@ -51,6 +54,9 @@ def to_json(snap: NodeSnapshot, diagnosis: Diagnosis, mode: str,
         "unmatched_logs": list(snap.unmatched_logs),
         "notes": list(diagnosis.notes),
     }
+    if stacks is not None:
+        doc["stacks"] = report_json(stacks)
+    return doc
 
 
 def _log_json(log) -> dict[str, Any]:
@@ -90,8 +96,9 @@ def _num(v: float | None, fmt: str = "{:.0f}", unit: str = "") -> str:
     return "N/A" if v is None else fmt.format(v) + unit
 
 
-def to_text(snap: NodeSnapshot, diagnosis: Diagnosis) -> str:
-    """A plain report for a terminal or a ticket."""
+def to_text(snap: NodeSnapshot, diagnosis: Diagnosis,
+            stacks: StackReport | None = None) -> str:
+    """A plain report for a terminal or a ticket (with the stack classes when read)."""
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snap.timestamp))
     lines = [f"rltui diagnose: {snap.host or '?'}  {snap.job}  at {when}",
              f"verdict: {diagnosis.verdict.upper()}", ""]
@@ -118,7 +125,8 @@ def to_text(snap: NodeSnapshot, diagnosis: Diagnosis) -> str:
     for p in sorted(snap.procs, key=_rank_key):
         rank = "-" if p.rank is None else str(p.rank)
         gpu = "-" if p.gpu_index is None else str(p.gpu_index)
-        lines.append(f"  rank {rank:>4} pid {p.pid:>7} gpu {gpu:>3} cpu "
+        host = f" {p.host}" if p.host else ""  # across nodes: pids repeat from node to node
+        lines.append(f"  rank {rank:>4}{host} pid {p.pid:>7} gpu {gpu:>3} cpu "
                      f"{_num(p.cpu_percent, unit='%'):>5} {p.state:10} {p.role}"
                      + ("  (partial)" if p.partial else ""))
     for d in snap.departed:
@@ -135,4 +143,17 @@ def to_text(snap: NodeSnapshot, diagnosis: Diagnosis) -> str:
     if diagnosis.notes:
         lines.append("")
         lines.extend(f"note: {n}" for n in diagnosis.notes)
+    text = "\n".join(lines) + "\n"
+    return text + stacks_text(stacks) if stacks is not None else text
+
+
+def stacks_text(stacks: StackReport) -> str:
+    """The stack classes under the plain report."""
+    lines = ["", f"stacks: {stacks.title}"
+             + (f" (pattern {stacks.pattern})" if stacks.pattern else ""),
+             f"  {stacks.explanation}"]
+    for i, c in enumerate(stacks.classes, 1):
+        state = "" if c.state == "unknown" else f" [{c.state}]"
+        lines.append(f"  #{i} {who(c.members)}: "
+                     f"{'in ' + c.op.name if c.op else 'at ' + where(c.deepest)}{state}")
     return "\n".join(lines) + "\n"

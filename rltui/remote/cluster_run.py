@@ -286,17 +286,12 @@ def run_diagnose(args: argparse.Namespace, settings) -> int:
     merged = snap.merged
     assert merged is not None
     if args.json:
-        doc = report.to_json(merged, diagnosis, "live", "clock")
+        doc = report.to_json(merged, diagnosis, "live", "clock", stacks=snap.stack_report)
         doc["nodes"] = cluster_report.nodes_json(snap)
-        if snap.stack_report is not None:
-            from rltui.diagnosis.stacks import report_json
-            doc["stacks"] = report_json(snap.stack_report)
         print(json.dumps(doc, indent=2))
     else:
-        sys.stdout.write(report.to_text(merged, diagnosis))
+        sys.stdout.write(report.to_text(merged, diagnosis, stacks=snap.stack_report))
         sys.stdout.write(cluster_report.nodes_text(snap))
-        if snap.stack_report is not None:
-            sys.stdout.write(cli._stacks_text(snap.stack_report))
     if args.report:
         write_incident(args.report, monitor, snap, diagnosis)
     if all(n.snapshot is None for n in snap.nodes):

@@ -1,0 +1,548 @@
+"""``RayFeed`` against real Ray clusters (tests/fakes/ray_cluster.py), with no mock of Ray.
+
+A head on this machine runs a verl-shaped job (tests/fakes/ray_driver.py): three actors with
+``RANK``/``WORLD_SIZE`` in their runtime_env, in one gloo group, hung in a real collective
+mismatch. The feed finds the node, its workers and actors through the dashboard's state API,
+takes their stacks through Ray's own traceback endpoint (py-spy run by Ray's dashboard agent),
+and rltui's cluster monitor names the hang from those stacks. A second head runs with
+profiling off, then loses its dashboard. Where this machine can make network namespaces, a
+second Ray node in a namespace joins a third head and is killed. Bad addresses (nothing
+listening, the GCS port, a web server that is not Ray, HTTP failures) end in one clear message,
+never a traceback.
+
+Ray is heavy on a 2-core machine: each head is started once per module or test, with 2 CPUs
+and an 80 MB object store.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from rltui.cluster import ClusterMonitor
+from rltui.diagnosis.stacks import COLLECTIVE_MISMATCH
+from rltui.model import OK, UNAVAILABLE, Reading
+from rltui.remote.ray import RayFeed
+from rltui.remote.ray.client import (BAD_JSON, HTTP, NO_STATE_API, NOT_HTTP, REFUSED, TIMEOUT,
+                                     DashboardClient, DashboardError)
+from rltui.remote.ray.address import parse_address
+from rltui.remote.ray.stacks import PROFILING_REMEDY
+from rltui.remote.status import LIVE, LOST
+from rltui.serialize import reading_to_data
+from tests.fakes import ray_cluster
+from tests.fakes.ray_cluster import RayHead, free_port
+
+# A head's start takes 10-30 s on a loaded 2-core machine; the module's first test pays for it.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "ray"
+WAIT = 90.0  # seconds for anything the cluster does on its own schedule (a safety net)
+SECRET = "sk-rltui-test-secret-0123456789"  # the driver puts it into the actors' runtime_env
+
+
+@pytest.fixture(scope="module")
+def ray_ok() -> None:
+    # ImportError too: a ray that is installed but broken cannot start a cluster either
+    pytest.importorskip("ray", reason="ray[default] is not installed (pip install "
+                                      "'ray[default]'): no Ray cluster to test against",
+                        exc_type=ImportError)
+    reason = ray_cluster.missing()
+    if reason:
+        pytest.skip(f"no Ray cluster here: {reason}")
+
+
+@pytest.fixture(scope="module")
+def hung(ray_ok):
+    """A head running the mismatch job: ranks 0-1 in all_reduce, rank 2 in all_gather."""
+    with RayHead() as head:
+        job = head.run_driver("mismatch", "3").ready()
+        yield head, job
+
+
+class Readings:
+    """What a feed sends, in order, for a test to wait on (each reading is an event)."""
+
+    def __init__(self, also: Callable[[str, Reading], None] | None = None) -> None:
+        self.queue: queue.Queue[tuple[str, Reading]] = queue.Queue()
+        self.seen: list[tuple[str, Reading]] = []
+        self.also = also
+
+    def __call__(self, host: str, reading: Reading) -> None:
+        if self.also is not None:
+            self.also(host, reading)
+        self.queue.put((host, reading))
+
+    def next(self, want: Callable[[str, Reading], bool], timeout: float = WAIT
+             ) -> tuple[str, Reading]:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no such reading within {timeout:g} s; got "
+                                     f"{[(h, r.source, r.status) for h, r in self.seen[-8:]]}")
+            try:
+                host, reading = self.queue.get(timeout=left)
+            except queue.Empty:
+                continue
+            self.seen.append((host, reading))
+            if want(host, reading):
+                return host, reading
+
+
+def source(name: str, host: str | None = None) -> Callable[[str, Reading], bool]:
+    return lambda h, r: r.source == name and (host is None or h == host)
+
+
+def actors(job: dict, ranked: bool = True) -> list[dict]:
+    return [a for a in job["actors"] if (a["rank"] is not None) == ranked]
+
+
+def first_frames(reading: Reading) -> dict[int, str]:
+    """rank -> the innermost frame of its main thread."""
+    return {d.rank: d.threads[0].frames[0].name for d in reading.payload.dumps
+            if d.rank is not None and d.status == OK and d.threads and d.threads[0].frames}
+
+
+# -- one node, a real hang -------------------------------------------------------------------------
+
+def test_feed_lists_the_node_its_workers_and_actors(hung):
+    head, job = hung
+    got = Readings()
+    feed = RayFeed(head.dashboard, interval=1.0, stack_interval=2.0)
+    try:
+        feed.start(got)
+        host, procs = got.next(source("procs"))
+        _, gpus = got.next(source("gpus", host))
+        _, periodic = got.next(source("stacks", host))  # the first round follows the first poll
+        assert periodic.payload.trigger == "periodic" and periodic.status == OK
+        assert {d.pid for d in periodic.payload.dumps} >= {a["pid"] for a in actors(job)}
+        ip = job["actors"][0]["node_ip"]
+        assert host == ip  # a node is known by its Ray node name: its IP unless --node-name
+        assert feed.hosts() == [ip] and feed.skews() == {ip: None}
+        (status,) = feed.statuses()
+        assert (status.host, status.state, status.reason, status.skew) == (ip, LIVE, "", None)
+        assert feed.job == f"ray {head.dashboard}" and feed.kind == "ray" and feed.error == ""
+        by_pid = {p.pid: p for p in procs.payload.procs}
+        for actor in actors(job):
+            p = by_pid[actor["pid"]]
+            assert (p.name, p.role, p.rank, p.world_size, p.local_rank) == (
+                actor["name"], "Trainer", actor["rank"], 3, actor["rank"])
+            assert p.debug_env == (("NCCL_DEBUG", "INFO"),)
+        assert by_pid[job["driver"]].role == "driver"
+        assert procs.status == OK and procs.payload.how.startswith("Ray state API")
+        # no GPU on a CPU machine is said as such; a GPU machine's agent lists them
+        assert gpus.status == OK and gpus.payload.gpus or (
+            gpus.status == UNAVAILABLE
+            and gpus.message == "Ray's dashboard agent reports no GPUs on this node")
+        assert SECRET not in json.dumps(reading_to_data(procs))
+    finally:
+        feed.close()
+    assert [s.state for s in feed.statuses()] == ["closed"]
+    feed.close()  # idempotent
+
+
+def test_stacks_through_ray_name_the_collective_mismatch(hung):
+    head, job = hung
+    monitor = ClusterMonitor(job="ray")
+    got = Readings(also=lambda h, r: monitor.ingest(h, r))
+    feed = RayFeed(head.dashboard, interval=1.0, stack_interval=0)
+    want = {0: "all_reduce", 1: "all_reduce", 2: "all_gather"}
+    try:
+        feed.start(got)
+        host, _ = got.next(source("procs"))
+        # Polled: nothing tells when a rank's thread has entered the collective; the actors
+        # were set up when the driver said ready, the calls were sent after.
+        deadline = time.monotonic() + WAIT
+        while True:
+            began = time.time()
+            futures = feed.dump_all(timeout=30)
+            assert set(futures) == {host}
+            ok, message = futures[host].result(timeout=40)
+            _, stacks = got.next(source("stacks", host))
+            assert ok and stacks.status == OK, message
+            if first_frames(stacks) == want or time.monotonic() > deadline:
+                break
+        assert first_frames(stacks) == want
+        poll = stacks.payload
+        assert (poll.trigger, poll.nonblocking) == ("on-demand", False)
+        assert "Ray's dashboard agent" in poll.command and poll.started >= began
+        assert {d.pid for d in poll.dumps} >= {a["pid"] for a in actors(job)} | {job["driver"]}
+        assert message.startswith("dumped ")
+        for s in feed.statuses():
+            monitor.update_status(s)
+        _, diagnosis = monitor.evaluate(time.time())
+        found = {s.id: s for s in diagnosis.symptoms}
+        assert COLLECTIVE_MISMATCH in found, [s.id for s in diagnosis.symptoms]
+        report = monitor.stacks
+        assert (report.pattern, report.suspect_ranks) == ("B", (2,))
+        assert "all_gather" in report.explanation and "all_reduce" in report.explanation
+        # the driver (and any actor without a rank) is left out of the comparison
+        assert job["driver"] in report.other_pids
+    finally:
+        feed.close()
+
+
+def test_a_traceback_that_fails_for_one_worker(hung):
+    head, job = hung
+    victim = next(a for a in job["actors"] if a["name"] == "victim")
+    got = Readings()
+    # One poll only (the next is an hour away): the feed still lists the victim when its
+    # traceback is asked, as it would between two polls.
+    feed = RayFeed(head.dashboard, interval=3600, stack_interval=0)
+    try:
+        feed.start(got)
+        host, procs = got.next(source("procs"))
+        assert victim["pid"] in {p.pid for p in procs.payload.procs}
+        os.kill(victim["pid"], signal.SIGKILL)
+        ok, message = feed.dump_all(timeout=30)[host].result(timeout=40)
+        _, stacks = got.next(source("stacks", host))
+        dumps = {d.pid: d for d in stacks.payload.dumps}
+        assert dumps[victim["pid"]].status == "exited"
+        assert "Check that the process is running" in dumps[victim["pid"]].message
+        assert all(dumps[a["pid"]].status == OK for a in actors(job))
+        assert ok and stacks.status == OK
+        assert message == (f"dumped {len(dumps) - 1} of {len(dumps)} workers; 1 exited before "
+                           "the dump")
+    finally:
+        feed.close()
+
+
+def test_rltui_diagnose_ray_names_the_hang_across_the_cluster(hung, tmp_path):
+    """The headless command end to end: ``rltui diagnose --ray`` lists the node with its ranks,
+    asks Ray for every worker's stack at the end of the run and names pattern B."""
+    head, job = hung
+    # A round every second, and rounds a second apart are two samples: the hang is confirmed
+    # (stuck, critical) within a short run.
+    config = tmp_path / "config.yaml"
+    config.write_text("pyspy:\n  interval: 1.0\nthresholds:\n  stack_sample_gap_s: 1.0\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "rltui", "diagnose", "--ray", head.dashboard, "--duration", "3",
+         "--config", str(config), "--json", "--report", str(tmp_path / "report")],
+        capture_output=True, text=True, timeout=WAIT + 60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert done.returncode == 1, done.stderr  # a critical hang
+    doc = json.loads(done.stdout)
+    (node,) = doc["nodes"]
+    assert node["state"] == "live" and node["ranks"] == [0, 1, 2]
+    assert doc["stacks"]["pattern"] == "B" and doc["stacks"]["suspect_ranks"] == [2]
+    assert COLLECTIVE_MISMATCH in {x["id"] for x in doc["symptoms"]}
+    assert SECRET not in done.stdout and SECRET not in done.stderr
+    report = json.loads((tmp_path / "report" / "incident.json").read_text())
+    assert [n["host"] for n in report["nodes"]] == [node["host"]]
+
+
+async def test_the_app_on_a_ray_cluster_shows_its_node_and_ranks(hung, tmp_path):
+    """``rltui --ray``: the app's nodes pane and rank table from Ray's dashboard."""
+    from rltui.config import Cadence, Settings
+    from rltui.sources.bundle import Bundle
+    from rltui.ui import build_app
+    head, job = hung
+    feed = RayFeed(head.dashboard, interval=0.5, stack_interval=0)
+    app = build_app(Bundle(mode="live", host="ray", feed=feed, closers=[feed.close]),
+                    Settings(cadence=Cadence(ui=0.2)), config_path=tmp_path / "config.yaml")
+    async with app.run_test(size=(200, 60)) as pilot:
+        deadline = time.monotonic() + WAIT
+        while True:
+            view = await app.next_evaluation(timeout=WAIT)
+            ranks = {r.rank for r in view.cluster.ranks if r.rank is not None}
+            if ranks == {0, 1, 2} or time.monotonic() > deadline:
+                break
+        assert ranks == {0, 1, 2}
+        (node,) = view.cluster.nodes
+        assert node.status.state == LIVE
+        await pilot.pause()
+        table = app.main_screen.ranks.table
+        assert {str(table.get_cell(k, "node").text) for k in table.row_keys} == {node.host}
+
+
+def test_the_gcs_port_instead_of_the_dashboard(hung):
+    head, _ = hung
+    feed = RayFeed(f"127.0.0.1:{head.gcs_port}", timeout=5)
+    feed.poll_once()  # what the poll thread does, once, here
+    assert "does not speak HTTP/1.1" in feed.error and "GCS, 6379 by default" in feed.error
+    assert "--ray HEAD:8265" in feed.error
+    assert feed.hosts() == [] and feed.statuses() == [] and feed.dump_all() == {}
+    feed.close()
+
+
+# -- profiling off, then the dashboard gone --------------------------------------------------------
+
+def test_profiling_off_then_the_dashboard_gone(ray_ok):
+    with RayHead(profiling=False) as head:
+        job = head.run_driver("spread").ready()
+        got = Readings()
+        feed = RayFeed(head.dashboard, interval=3600, stack_interval=0, timeout=5)
+        try:
+            feed.start(got)
+            host, procs = got.next(source("procs"))
+            assert job["actors"][0]["pid"] in {p.pid for p in procs.payload.procs}
+            ok, message = feed.dump_all(timeout=30)[host].result(timeout=40)
+            _, stacks = got.next(source("stacks", host))
+            assert (ok, stacks.status, stacks.payload) == (False, UNAVAILABLE, None)
+            assert message == ("Ray's dashboard refuses stack traces: profiling is disabled on "
+                               "the head")
+            assert stacks.remedy == PROFILING_REMEDY
+            head.kill_dashboard()
+            before = time.time()
+            feed.poll_once()
+            (status,) = feed.statuses()
+            assert status.state == LOST and status.last_seen is not None
+            assert status.reason.startswith(f"nothing listens at {head.dashboard} (connection "
+                                            "refused)")
+            assert status.retry_at is not None and status.retry_at >= before
+            assert feed.error.startswith("nothing listens at")
+            assert feed.dump_all()[host].result(timeout=5) == (
+                False, f"not dumped: {status.reason}")
+        finally:
+            feed.close()
+
+
+# -- a second node in a network namespace ----------------------------------------------------------
+
+def test_a_node_in_a_namespace_is_listed_dumped_and_lost(ray_ok, cluster):
+    timings = {}
+    began = time.monotonic()
+    node_b = cluster.add("rayb")
+    bridge = str(cluster.subnet[1])
+    # The head must be reachable from the namespace: its node address and its dashboard on
+    # the bridge, not 127.0.0.1.
+    with RayHead(node_ip=bridge, dashboard_host=bridge) as head:
+        timings["head"] = time.monotonic() - began
+        head.add_node_in(node_b, resources={"rayb": 1})
+        timings["node b"] = time.monotonic() - began
+        job = head.run_driver("spread", bridge, node_b.address).ready()
+        timings["actors"] = time.monotonic() - began
+        pids = {a["node_ip"]: a["pid"] for a in job["actors"]}
+        got = Readings()
+        feed = RayFeed(head.dashboard, interval=1.0, stack_interval=0)
+        try:
+            feed.start(got)
+            listed: dict[str, set[int]] = {}
+            while set(listed) != {bridge, node_b.address}:
+                host, procs = got.next(source("procs"))
+                listed[host] = {p.pid for p in procs.payload.procs}
+            assert feed.hosts() == [bridge, node_b.address]  # the head first
+            assert all(pids[ip] in listed[ip] for ip in pids)
+            assert [s.state for s in feed.statuses()] == [LIVE, LIVE]
+            results = {h: f.result(timeout=40) for h, f in feed.dump_all(timeout=30).items()}
+            assert all(ok for ok, _ in results.values()), results
+            rounds = {}
+            while set(rounds) != {bridge, node_b.address}:
+                host, stacks = got.next(source("stacks"))
+                rounds[host] = stacks
+            remote = {d.pid: d for d in rounds[node_b.address].payload.dumps}
+            # dumped by the agent on node B, in node B's own PID namespace
+            frames = [f.name for f in remote[pids[node_b.address]].threads[0].frames]
+            assert "Sleeper.block" in frames
+            node_b.kill_sshd()  # PID 1 of the namespace: every Ray process there dies
+            killed = time.monotonic()
+            # Ray's GCS decides the node is dead on its own schedule (missed health checks);
+            # the head's readings keep coming meanwhile, each after a poll.
+            while True:
+                host, reading = got.next(source("procs", bridge))
+                state = {s.host: s for s in feed.statuses()}
+                if state[node_b.address].state == LOST:
+                    break
+            timings["lost after kill"] = time.monotonic() - killed
+            lost = state[node_b.address]
+            assert lost.reason.startswith("Ray marked the node dead: ")
+            assert len(lost.reason) > len("Ray marked the node dead: ") + 10  # Ray's own words
+            assert state[bridge].state == LIVE
+            _, later = got.next(source("procs", bridge))
+            assert later.timestamp > lost.since  # the head keeps updating
+            after = feed.dump_all(timeout=30)
+            assert after[node_b.address].result(timeout=5) == (False,
+                                                              f"not dumped: {lost.reason}")
+            assert after[bridge].result(timeout=40)[0] is True
+        finally:
+            feed.close()
+    print("ray namespace test timings (s): "
+          + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()))
+
+
+# -- bad addresses and broken answers (no Ray needed) ----------------------------------------------
+
+def test_nothing_listening_is_one_clear_message():
+    port = free_port()
+    feed = RayFeed(f"127.0.0.1:{port}", timeout=5)
+    feed.poll_once()
+    assert feed.error.startswith(f"nothing listens at 127.0.0.1:{port} (connection refused): "
+                                 "no Ray dashboard there")
+    assert "--dashboard-host 0.0.0.0" in feed.error and "ssh -N -L 8265" in feed.error
+    assert feed.statuses() == [] and feed.dump_all() == {}
+    feed.close()
+
+
+def test_the_feed_thread_survives_an_unreachable_dashboard():
+    feed = RayFeed(f"127.0.0.1:{free_port()}", interval=0.2, timeout=2)
+    got = Readings()
+    feed.start(got)
+
+    def threads() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name.startswith("rltui-ray-")]
+    try:
+        assert feed.wait_settled(10) and "connection refused" in feed.error
+        assert feed.wait_settled(10)  # and again after later polls: the thread goes on
+        assert len(threads()) == 2
+    finally:
+        feed.close()
+    assert threads() == []
+    assert got.queue.empty()
+
+
+def test_a_web_server_that_is_not_ray(tmp_path):
+    server = subprocess.Popen([sys.executable, "-u", "-m", "http.server", "0", "--bind",
+                               "127.0.0.1", "--directory", str(tmp_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        line = server.stdout.readline()  # "Serving HTTP on 127.0.0.1 port N ..."
+        port = int(line.split(" port ")[1].split()[0])
+        feed = RayFeed(f"http://127.0.0.1:{port}", timeout=5)
+        feed.poll_once()
+        assert feed.error.startswith(f"127.0.0.1:{port} answers HTTP but is not a Ray dashboard "
+                                     "(/api/v0/nodes: 404 Not Found, text/html)")
+        feed.close()
+    finally:
+        server.kill()
+        server.wait()
+        server.stdout.close()
+
+
+class _Scripted(http.server.BaseHTTPRequestHandler):
+    """Answers of a dashboard in trouble, by path (a real HTTP server on loopback)."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        path = self.path.split("?")[0]
+        if path == "/close":
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
+        if path == "/slow":
+            self.server.release.wait(10)
+        status, ctype, body = self.server.script.get(path, (404, "text/plain", "404: Not Found"))
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up on a slow answer: that is the test
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def scripted():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
+    server.daemon_threads = True
+    server.script = {}
+    server.release = threading.Event()
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield server
+    server.release.set()
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("path, answer, kind, said", [
+    ("/api/v0/nodes", (500, "application/json",
+                       '{"result": false, "msg": "GCS unavailable", "data": {}}'),
+     HTTP, "with HTTP 500: 'GCS unavailable'"),
+    ("/api/v0/nodes", (502, "text/html", "<html>Bad Gateway</html>"), HTTP,
+     "with HTTP 502: '<html>Bad Gateway</html>'"),
+    ("/api/v0/nodes", (401, "text/plain", "Unauthorized"), HTTP,
+     "refuses rltui (HTTP 401 on /api/v0/nodes): 'Unauthorized'"),
+    ("/api/v0/nodes", (200, "text/html", "<html>login</html>"), BAD_JSON,
+     "with text/html that is not JSON: '<html>login</html>'"),
+    ("/api/v0/nodes", (200, "application/json", '{"data": 3}'), BAD_JSON,
+     "is not a state API answer"),
+])
+def test_broken_answers(scripted, path, answer, kind, said):
+    scripted.script[path] = answer
+    client = DashboardClient(parse_address(f"127.0.0.1:{scripted.server_port}"), timeout=5)
+    with pytest.raises(DashboardError) as caught:
+        client.state_list("nodes")
+    assert caught.value.kind == kind and said in caught.value.message
+
+
+def test_a_ray_without_the_state_api(scripted):
+    scripted.script["/api/version"] = (200, "application/json", '{"ray_version": "1.13.0"}')
+    client = DashboardClient(parse_address(f"127.0.0.1:{scripted.server_port}"), timeout=5)
+    with pytest.raises(DashboardError) as caught:
+        client.state_list("nodes")
+    assert caught.value.kind == NO_STATE_API
+    assert caught.value.message.endswith("the Ray 1.13.0 dashboard at 127.0.0.1:"
+                                         f"{scripted.server_port} has no /api/v0/nodes: its "
+                                         "state API is missing")
+    assert caught.value.remedy == "rltui needs Ray 2.0 or newer on the cluster."
+
+
+def test_a_connection_closed_without_an_answer_and_a_slow_one(scripted):
+    client = DashboardClient(parse_address(f"127.0.0.1:{scripted.server_port}"), timeout=1)
+    with pytest.raises(DashboardError) as caught:
+        client.get("/close")
+    assert caught.value.kind == NOT_HTTP and "closed the connection" in caught.value.message
+    with pytest.raises(DashboardError) as caught:
+        client.get("/slow")
+    assert caught.value.kind == TIMEOUT
+    assert caught.value.message == (f"the Ray dashboard at 127.0.0.1:{scripted.server_port} "
+                                    "did not answer within 1 s")
+    with pytest.raises(DashboardError) as caught:
+        DashboardClient(parse_address(f"127.0.0.1:{free_port()}")).get("/")
+    assert caught.value.kind == REFUSED
+
+
+# -- the feed's states on answers captured from a real dashboard, served again -------------------
+
+def serve(server, prefix: str) -> None:
+    """Answer as the real dashboard did (tests/data/ray/<prefix>_*.json)."""
+    for name, path in (("nodes", "/api/v0/nodes"), ("actors", "/api/v0/actors"),
+                       ("workers", "/api/v0/workers"), ("summary", "/nodes")):
+        body = (DATA / f"{prefix}_{name}.json").read_text()
+        server.script[path] = (200, "application/json", body)
+
+
+def test_node_states_follow_the_dashboard(scripted):
+    serve(scripted, "two_nodes")
+    got = Readings()
+    feed = RayFeed(f"127.0.0.1:{scripted.server_port}", interval=3600, stack_interval=0,
+                   timeout=5)
+    try:
+        feed.start(got)
+        seen = {got.next(source("procs"))[0], got.next(source("procs"))[0]}
+        assert seen == {"10.201.50.1", "10.201.50.2"}
+        assert feed.hosts() == ["10.201.50.1", "10.201.50.2"]  # the head first
+        assert [s.state for s in feed.statuses()] == [LIVE, LIVE]
+        serve(scripted, "node_dead")
+        feed.poll_once()
+        head, dead = feed.statuses()
+        assert (head.state, dead.state) == (LIVE, LOST)
+        assert dead.reason == ("Ray marked the node dead: Unexpected termination: health check "
+                               "failed due to missing too many heartbeats")
+        assert dead.retry_at is None and dead.last_seen is not None
+        assert feed.dump_all()["10.201.50.2"].result(timeout=5) == (False,
+                                                                    f"not dumped: {dead.reason}")
+        scripted.script["/api/v0/nodes"] = (503, "text/html", "<html>restarting</html>")
+        feed.poll_once()
+        assert {s.state for s in feed.statuses()} == {LOST}
+        assert all("HTTP 503" in s.reason and s.retry_at is not None for s in feed.statuses())
+        serve(scripted, "node_dead")
+        feed.poll_once()  # the dashboard is back: the head is live again, the dead node not
+        assert [s.state for s in feed.statuses()] == [LIVE, LOST] and feed.error == ""
+    finally:
+        feed.close()
