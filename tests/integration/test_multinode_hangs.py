@@ -27,12 +27,9 @@ ranks die with their hosts' namespaces at teardown, pass or fail.
 from __future__ import annotations
 
 import json
-import os
 import queue
 import shlex
 import subprocess
-import sys
-import threading
 from pathlib import Path
 
 import psutil
@@ -43,8 +40,6 @@ from tests.fakes.netns import Host, ip
 from tests.integration.test_diagnose_hosts import FAST, diagnose, rltui_command
 from tests.integration.test_torch_hangs import (
     ALL_REDUCE,
-    JOBS,
-    LIFETIME,
     TorchJob,
     needs_torch,
     pyspy_can_attach,  # noqa: F401 - autouse: skips where py-spy may not attach
@@ -76,33 +71,21 @@ class MultiNodeJob(TorchJob):
     def host_of(self, rank: int) -> Host:
         return self.hosts[rank // PER_HOST]
 
-    def start(self) -> MultiNodeJob:
-        master = self.hosts[0].address
-        for rank in range(self.world):
-            node, local = divmod(rank, PER_HOST)
-            # No TORCHJOB_PARENT: a rank's parent is outside its host's PID namespace, where
-            # getppid() says 0; the host's teardown and TORCHJOB_LIFETIME end it instead.
-            env = {k: v for k, v in os.environ.items() if k != "TORCHJOB_PARENT"}
-            env.update(RANK=str(rank), LOCAL_RANK=str(local), WORLD_SIZE=str(self.world),
-                       LOCAL_WORLD_SIZE=str(PER_HOST), GROUP_RANK=str(node),
-                       MASTER_ADDR=master, MASTER_PORT=MASTER_PORT,
-                       # gloo would otherwise pick an address from the host name, which no
-                       # resolver here knows: each host's one interface, as on a real cluster
-                       GLOO_SOCKET_IFNAME="eth0",
-                       TORCHJOB_LIFETIME=str(LIFETIME), OMP_NUM_THREADS="1",
-                       PYTHONWARNINGS="ignore", PYTHONUNBUFFERED="1")
-            log = open(self.log_dir / f"{Path(self.script).stem}-rank{rank}.log", "w")  # noqa: SIM115
-            try:
-                proc = self.host_of(rank).run(
-                    [sys.executable, str(JOBS / self.script), *self.args], env=env,
-                    stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True)
-            finally:
-                log.close()
-            self.procs.append(proc)
-            reader = threading.Thread(target=self._read, args=(rank, proc), daemon=True)
-            reader.start()
-            self._readers.append(reader)
-        return self
+    def rank_env(self, rank: int, port: str) -> dict[str, str]:
+        node, local = divmod(rank, PER_HOST)
+        # No TORCHJOB_PARENT: a rank's parent is outside its host's PID namespace, where
+        # getppid() says 0; the host's teardown and TORCHJOB_LIFETIME end it instead.
+        env = super().rank_env(rank, port)
+        del env["TORCHJOB_PARENT"]
+        env.update(LOCAL_RANK=str(local), LOCAL_WORLD_SIZE=str(PER_HOST), GROUP_RANK=str(node),
+                   MASTER_ADDR=self.hosts[0].address, MASTER_PORT=MASTER_PORT,
+                   # gloo would otherwise pick an address from the host name, which no
+                   # resolver here knows: each host's one interface, as on a real cluster
+                   GLOO_SOCKET_IFNAME="eth0")
+        return env
+
+    def spawn(self, rank: int, argv: list[str], **popen) -> subprocess.Popen:
+        return self.host_of(rank).run(argv, **popen)
 
     def pid(self, rank: int) -> int:
         """The rank's Python (this machine's pid): the child nsenter forked into the host."""
@@ -142,24 +125,23 @@ def cut_off(a: Host, b: Host) -> None:
 
 # -- the hangs -------------------------------------------------------------------------------------
 
-def hang_a(start) -> MultiNodeJob:
-    """Rank 3 (node-b) raises; its cleanup waits in a barrier, ranks 0-2 in all_reduce."""
-    job = start("cleanup_deadlock.py")
-    job.ready({0: ALL_REDUCE, 1: ALL_REDUCE, 2: ALL_REDUCE, 3: "cleanup"})
-    for r in (0, 1, 2):
-        wait_for_frame(job.pid(r), ALL_REDUCE)
-    wait_for_frame(job.pid(3), "barrier")
-    return job
+def odd_rank_out(script: str, rank3_says: str, rank3_frame: str):
+    """A hang where ranks 0-2 wait in all_reduce and rank 3 (node-b) says ``rank3_says`` and
+    sits in ``rank3_frame``."""
+    def hang(start) -> MultiNodeJob:
+        job = start(script)
+        job.ready({0: ALL_REDUCE, 1: ALL_REDUCE, 2: ALL_REDUCE, 3: rank3_says})
+        for r in (0, 1, 2):
+            wait_for_frame(job.pid(r), ALL_REDUCE)
+        wait_for_frame(job.pid(3), rank3_frame)
+        return job
+    return hang
 
 
-def hang_b(start) -> MultiNodeJob:
-    """Rank 3 (node-b) skips the gradients' all_reduce and gathers metrics: all_gather."""
-    job = start("collective_mismatch.py")
-    job.ready({0: ALL_REDUCE, 1: ALL_REDUCE, 2: ALL_REDUCE, 3: "all_gather"})
-    for r in (0, 1, 2):
-        wait_for_frame(job.pid(r), ALL_REDUCE)
-    wait_for_frame(job.pid(3), "all_gather")
-    return job
+# Rank 3 raises; its cleanup waits in a barrier while ranks 0-2 wait in all_reduce.
+hang_a = odd_rank_out("cleanup_deadlock.py", "cleanup", "barrier")
+# Rank 3 skips the gradients' all_reduce and gathers metrics: all_gather.
+hang_b = odd_rank_out("collective_mismatch.py", "all_gather", "all_gather")
 
 
 def hang_c(start) -> MultiNodeJob:

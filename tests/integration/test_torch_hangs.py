@@ -88,18 +88,13 @@ class TorchJob:
         self._readers: list[threading.Thread] = []
 
     def start(self) -> TorchJob:
-        port = free_port()
+        port = str(free_port())
         for rank in range(self.world):
-            env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank),
-                       WORLD_SIZE=str(self.world), MASTER_ADDR="127.0.0.1",
-                       MASTER_PORT=str(port), TORCHJOB_PARENT=str(os.getpid()),
-                       TORCHJOB_LIFETIME=str(LIFETIME), OMP_NUM_THREADS="1",
-                       PYTHONWARNINGS="ignore", PYTHONUNBUFFERED="1")
             log = open(self.log_dir / f"{Path(self.script).stem}-rank{rank}.log", "w")  # noqa: SIM115
             try:
-                proc = subprocess.Popen([sys.executable, str(JOBS / self.script), *self.args],
-                                        env=env, stdout=subprocess.PIPE, stderr=log, text=True,
-                                        start_new_session=True)
+                proc = self.spawn(rank, [sys.executable, str(JOBS / self.script), *self.args],
+                                  env=self.rank_env(rank, port), stdout=subprocess.PIPE,
+                                  stderr=log, text=True, start_new_session=True)
             finally:
                 log.close()
             self.procs.append(proc)
@@ -107,6 +102,18 @@ class TorchJob:
             reader.start()
             self._readers.append(reader)
         return self
+
+    def rank_env(self, rank: int, port: str) -> dict[str, str]:
+        """What torchrun would give the rank on one node (a multi-node job overrides it)."""
+        return dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank),
+                    WORLD_SIZE=str(self.world), MASTER_ADDR="127.0.0.1",
+                    MASTER_PORT=port, TORCHJOB_PARENT=str(os.getpid()),
+                    TORCHJOB_LIFETIME=str(LIFETIME), OMP_NUM_THREADS="1",
+                    PYTHONWARNINGS="ignore", PYTHONUNBUFFERED="1")
+
+    def spawn(self, rank: int, argv: list[str], **popen) -> subprocess.Popen:
+        """Start one rank here (a multi-node job starts it inside its host)."""
+        return subprocess.Popen(argv, **popen)
 
     def _read(self, rank: int, proc: subprocess.Popen) -> None:
         for line in proc.stdout:
