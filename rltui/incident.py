@@ -85,11 +85,8 @@ def _gpu_of(snap: NodeSnapshot, p: ProcInfo) -> dict[str, Any] | None:
 
 
 def _ranks(snap: NodeSnapshot, labels: Mapping[int, str]) -> list[dict[str, Any]]:
-    # Across nodes pids repeat: a log found by pid is matched on its node too (merged log paths
-    # are host:path, processes carry their host).
-    across = any(p.host for p in snap.procs)
-    logs_by_pid = {(log.path.partition(":")[0] if across else "", log.pid): log
-                   for log in snap.logs if log.pid is not None}
+    # Across nodes pids repeat: a log found by pid is matched on its node too.
+    logs_by_pid = {(log.host, log.pid): log for log in snap.logs if log.pid is not None}
     logs_by_rank = {log.rank: log for log in snap.logs if log.rank is not None}
     rows = []
     for p in sorted(snap.procs, key=lambda p: (p.rank is None, p.rank or 0, p.pid)):
@@ -169,15 +166,15 @@ def _rank_of_log(snap: NodeSnapshot, path: str) -> int | None:
     return next((log.rank for log in snap.logs if log.path == path), None)
 
 
-def stack_commands(snap: NodeSnapshot, limit: int = 64, host: str = "") -> list[str]:
-    """The py-spy command of the latest round, once per process it dumped; with ``host`` (a
-    node of a job across nodes) run there over ssh."""
+def stack_commands(snap: NodeSnapshot, limit: int = 64, prefix: str = "") -> list[str]:
+    """The py-spy command of the latest round, once per process it dumped; ``prefix``: how to
+    run it on the node it is for (across nodes: the ssh or srun command line)."""
     if not snap.stacks:
         return []
     poll = snap.stacks[-1]
     if "{pid}" not in poll.command:
         return []  # saved dumps: rltui ran no py-spy
-    where = f"ssh {host} " if host else ""
+    where = f"{prefix} " if prefix else ""
     out = [where + poll.command.format(pid=d.pid) for d in poll.dumps[:limit]]
     if len(poll.dumps) > limit:
         out.append(f"# ... and {len(poll.dumps) - limit} more processes")

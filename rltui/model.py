@@ -337,6 +337,7 @@ class LogFileState:
     events: tuple[LogEvent, ...] = ()  # bounded, oldest first
     last_line_arrival: float | None = None
     line_base_known: bool = True
+    host: str = ""  # across nodes: the node the file is on (its path is then host:path)
 
 
 # -- stacks ----------------------------------------------------------------------------------------

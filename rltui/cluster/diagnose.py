@@ -29,6 +29,7 @@ from rltui.rankset import label
 from rltui.redact import scrub_text
 
 HOST_LOST = "host-lost"
+UNREACHABLE = "cluster-unreachable"
 STEPS_STALLED = "steps-stalled"  # rltui.diagnosis.logs.steps_stalled
 DUPLICATE_RANKS = "rank-duplicate"
 
@@ -117,6 +118,23 @@ def _host_lost(nodes: Sequence[NodeView], rows: Sequence[ClusterRank],
                   default=None))]
 
 
+def _unreachable(feed_error: str) -> list[Symptom]:
+    """The source of every node cannot be read (a Ray dashboard that does not answer): nothing
+    on screen is current, and no node may be listed at all."""
+    if not feed_error:
+        return []
+    return [Symptom(
+        id=UNREACHABLE, severity="critical",
+        title="The cluster cannot be read: nothing shown is current",
+        evidence=(scrub_text(feed_error),),
+        next_steps=(
+            "Read the evidence: it says what failed and what to do about it.",
+            "Check the address from this machine (curl http://HEAD:8265/api/version for a Ray "
+            "dashboard); behind a firewall, tunnel it (ssh -L 8265:localhost:8265 HEAD) and "
+            "give --ray 127.0.0.1:8265.",
+        ))]
+
+
 def _duplicates(dups: Sequence[DuplicateRank]) -> list[Symptom]:
     if not dups:
         return []
@@ -154,7 +172,7 @@ def diagnose_cluster(merged: NodeSnapshot, history: Sequence[NodeSnapshot], th: 
                      nodes: Sequence[NodeView], rows: Sequence[ClusterRank],
                      duplicates: Sequence[DuplicateRank], rounds: Sequence[StackPoll],
                      report: StackReport | None, notes: Sequence[str],
-                     base: Diagnosis | None = None) -> Diagnosis:
+                     base: Diagnosis | None = None, feed_error: str = "") -> Diagnosis:
     """One diagnosis for the whole job. ``merged`` has no stack rounds; ``rounds`` and
     ``report`` are the merged samples and their classification (``classify_rounds``); ``base``
     the rules' diagnosis of ``merged`` when already made."""
@@ -164,6 +182,7 @@ def diagnose_cluster(merged: NodeSnapshot, history: Sequence[NodeSnapshot], th: 
     found += _hang_symptoms(report, rounds, unknown)
     found += _host_lost(nodes, rows, merged.timestamp)
     found += _duplicates(duplicates)
+    found += _unreachable(feed_error)
     found.sort(key=lambda s: (-severity_rank(s.severity), s.id, s.ranks))
     return Diagnosis(timestamp=merged.timestamp, verdict=verdict_of(found),
                      symptoms=tuple(found), notes=base.notes + tuple(notes))

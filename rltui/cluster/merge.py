@@ -156,7 +156,7 @@ def merge(nodes: Sequence[NodeView], now: float, *, job: str = "",
             rank = log.rank if log.rank is not None else table.get(log.pid or -1)
             # With a rank the pid is not needed to match the log, and pids repeat across
             # nodes (containers start every job at a low pid).
-            logs.append(replace(log, path=f"{n.host}:{log.path}", rank=rank,
+            logs.append(replace(log, path=f"{n.host}:{log.path}", rank=rank, host=n.host,
                                 pid=None if rank is not None else log.pid))
         foreign.extend(snap.foreign_gpu_pids)
         simulated |= snap.gpu_simulated

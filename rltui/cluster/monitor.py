@@ -56,6 +56,9 @@ class ClusterMonitor:
         self._report_memo: tuple | None = None
         self.snapshot: ClusterSnapshot | None = None
         self.diagnosis: Diagnosis | None = None
+        # Why the source of every node cannot be read (a Ray dashboard that does not answer);
+        # the caller sets it from its feed, "" while it answers.
+        self.feed_error = ""
         for host in hosts:
             self.add_host(host)
 
@@ -193,7 +196,7 @@ class ClusterMonitor:
         self.diagnosis = diagnose_cluster(
             snap.merged, history, self.thresholds, nodes=snap.nodes, rows=snap.ranks,
             duplicates=snap.duplicates, rounds=snap.stacks, report=report, notes=snap.notes,
-            base=base)
+            base=base, feed_error=self.feed_error)
         self.snapshot = snap = replace(snap, stack_report=report)
         return snap, self.diagnosis
 

@@ -4,17 +4,20 @@ and the nodes table. Pure: it reads a ``ClusterSnapshot``; rltui.remote.cluster_
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rltui.cluster.view import LOST, RANK_LIVE, ClusterSnapshot, seen_ago
 from rltui.rankset import compact
 from rltui.redact import scrub_text
 
-def stack_commands(snap: ClusterSnapshot) -> list[str]:
-    """Each node's py-spy commands of its latest round, run there over ssh (for the report)."""
+def stack_commands(snap: ClusterSnapshot, run_on: Callable[[str], str]) -> list[str]:
+    """Each node's py-spy commands of its latest round, prefixed by how to run a command on
+    that node (``run_on(host)``: the ssh or srun command line rltui used, "" for commands that
+    run here, as Ray's curl does), for the report."""
     from rltui.incident import stack_commands as node_commands
     return [c for n in snap.nodes if n.snapshot is not None
-            for c in node_commands(n.snapshot, host=n.host)]
+            for c in node_commands(n.snapshot, prefix=run_on(n.host))]
 
 
 def nodes_json(snap: ClusterSnapshot) -> list[dict[str, Any]]:

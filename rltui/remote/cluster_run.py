@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from collections.abc import Callable
 from concurrent.futures import wait
 from dataclasses import replace
 
@@ -30,7 +31,8 @@ from rltui.remote import cluster_report
 from rltui.remote.hostlist import (HostlistError, compress, expand, parse_hostfile,
                                    parse_hosts)
 from rltui.remote.feed import AgentFeed, Feed
-from rltui.remote.status import CONNECTING, LOST
+from rltui.remote.status import CLOSED, CONNECTING, LOST
+from rltui.redact import scrub_text
 from rltui.remote.transports import DEFAULT_CONNECT_TIMEOUT, Launch, slurm_launches, ssh_launches
 
 EXIT_NO_HOST = 3  # no host answered: nothing was diagnosed (as the checks' "could not finish")
@@ -101,7 +103,7 @@ def check_args(args: argparse.Namespace) -> None:
         raise _usage("--ssh-option applies to --hosts and --hostfile (srun starts the agents "
                      "of --slurm-job)")
     if getattr(args, "ray", None) is not None:
-        used = [f"--{n.replace('_', '-')}" for n in WITH_HOSTS + ("match", "log")
+        used = [f"--{n.replace('_', '-')}" for n in ("ssh_option", "remote_rltui", "match", "log")
                 if getattr(args, n, None)]
         if used:
             raise _usage(f"{', '.join(used)}: not used with --ray (Ray's dashboard lists the "
@@ -173,14 +175,14 @@ class HeadlessRun:
             monitor.add_host(host)
 
     def _settled(self) -> bool:
-        settled = getattr(self.feed, "settled", None)
-        return settled() if settled is not None else True
+        return self.feed.settled()
 
     def _statuses(self) -> None:
         for status in self.feed.statuses():
             self.monitor.update_status(status)
         if self.feed.job and not self.monitor.job:
             self.monitor.job = self.feed.job
+        self.monitor.feed_error = self.feed.error
 
     def _drain(self) -> None:
         while True:
@@ -230,9 +232,10 @@ class HeadlessRun:
         fresh, consistent cut, not the last periodic round (up to pyspy.interval old)."""
         asked = self.feed.dump_all(timeout)
         wait(list(asked.values()), timeout=timeout + 5.0)
+        lost = {s.host for s in self.feed.statuses() if s.state in (LOST, CLOSED)}
         for host, future in asked.items():
             ok, message = future.result() if future.done() else (False, "no answer in time")
-            if not ok:
+            if not ok and host not in lost:  # a lost node is a host-lost symptom already
                 self.notes.append(f"{host}: the stack dump at the end of the run: {message}")
 
     def close(self) -> None:
@@ -245,10 +248,16 @@ def make_feed(args: argparse.Namespace, settings, *, reconnect: bool) -> Feed:
     check_args(args)
     if getattr(args, "ray", None) is not None:
         from rltui.remote.ray.feed import RayFeed
+        # A headless run that dumps every worker at its end takes no periodic round beside
+        # it: each worker would pause twice, and the two rounds would queue on each other.
+        periodic = settings.pyspy.interval if reconnect or getattr(args, "no_dump", False) \
+            else 0.0
         try:
-            return RayFeed(args.ray, stack_interval=settings.pyspy.interval)
+            return RayFeed(args.ray, stack_interval=periodic,
+                           timeout=args.connect_timeout or DEFAULT_CONNECT_TIMEOUT)
         except ValueError as exc:
-            raise _usage(f"--ray {args.ray}: {exc}") from None
+            # Not the address itself: it may hold a password (which is why it is refused).
+            raise _usage(f"--ray: {scrub_text(str(exc))}") from None
     return AgentFeed(launches(args), reconnect=reconnect)
 
 
@@ -293,15 +302,17 @@ def run_diagnose(args: argparse.Namespace, settings) -> int:
         sys.stdout.write(report.to_text(merged, diagnosis, stacks=snap.stack_report))
         sys.stdout.write(cluster_report.nodes_text(snap))
     if args.report:
-        write_incident(args.report, monitor, snap, diagnosis)
+        write_incident(args.report, monitor, snap, diagnosis, feed.run_on)
     if all(n.snapshot is None for n in snap.nodes):
-        print(f"rltui: no host answered ({len(snap.nodes)} tried): nothing was diagnosed",
+        why = f": {feed.error}" if feed.error else ""
+        print(f"rltui: no host answered ({len(snap.nodes)} tried): nothing was diagnosed{why}",
               file=sys.stderr)
         return EXIT_NO_HOST
     return cli.EXIT_FOUND if report.should_fail(diagnosis, args.fail_on) else cli.EXIT_OK
 
 
-def write_incident(folder: str, monitor: ClusterMonitor, snap, diagnosis) -> None:
+def write_incident(folder: str, monitor: ClusterMonitor, snap, diagnosis,
+                   run_on: Callable[[str], str]) -> None:
     """The incident report of the merged job, with each host's log tails (``host:path``,
     scrubbed by the report) and a nodes section."""
     from rltui import cli, incident
@@ -309,7 +320,7 @@ def write_incident(folder: str, monitor: ClusterMonitor, snap, diagnosis) -> Non
              for path, lines in m.tracker.logbook.tails(incident.LOG_TAIL).items()}
     doc = incident.build(incident.ReportInputs(
         snapshot=snap.merged, diagnosis=diagnosis, stacks=snap.stack_report, log_tails=tails,
-        commands=cli.invocation() + cluster_report.stack_commands(snap), mode="live"))
+        commands=cli.invocation() + cluster_report.stack_commands(snap, run_on), mode="live"))
     doc["nodes"] = cluster_report.nodes_json(snap)
     try:
         md, js = incident.write_report(folder, doc)

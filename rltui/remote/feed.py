@@ -11,7 +11,9 @@ same for a Ray cluster, read through its dashboard instead of agents.
 
 from __future__ import annotations
 
+import shlex
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Protocol
@@ -21,7 +23,7 @@ from rltui.cluster.skew import to_local
 from rltui.model import Reading
 from rltui.remote.status import CLOSED, LOST, StreamStatus
 from rltui.remote.stream import AgentStream
-from rltui.remote.transports import Launch
+from rltui.remote.transports import Launch, run_on
 
 OnReading = Callable[[str, Reading], None]
 DUMP_TIMEOUT_S = 60.0  # a round of every rank of a node, each pausing for its own dump
@@ -33,10 +35,16 @@ NOT_AWAITED = ("stacks",)
 class Feed(Protocol):
     kind: str  # "ssh", "slurm", "local", "ray": for the header and the report
     job: str
+    # Why the source as a whole cannot be read now (a Ray dashboard that does not answer),
+    # with the remedy; "" while it answers. Per-node trouble is in ``statuses()``.
+    error: str
 
     def start(self, on_reading: OnReading) -> None: ...
     def hosts(self) -> list[str]: ...
     def statuses(self) -> list[StreamStatus]: ...
+    def settled(self) -> bool: ...
+    def intervals(self) -> dict[str, float]: ...
+    def run_on(self, host: str) -> str: ...
     def dump_all(self, timeout: float = DUMP_TIMEOUT_S) -> dict[str, Future]: ...
     def close(self) -> None: ...
 
@@ -50,6 +58,8 @@ class AgentFeed:
                  **stream_options) -> None:
         self.kind = plan[0].transport if plan else "ssh"
         self.job = ""
+        self.error = ""  # each node's stream says its own trouble
+        self._run_on = {x.host: shlex.join(run_on(x)) for x in plan}
         self._on_reading: OnReading | None = None
         self._on_message = on_message
         self._lock = threading.Lock()
@@ -85,6 +95,20 @@ class AgentFeed:
     def statuses(self) -> list[StreamStatus]:
         return [s.status() for s in self.streams]
 
+    def intervals(self) -> dict[str, float]:
+        """Each source's poll interval as the agents' hellos say (the slowest node's): how old
+        a reading may be before the header calls it stale."""
+        out: dict[str, float] = {}
+        for stream in self.streams:
+            hello = stream.status().hello
+            for name, seconds in (hello.sources if hello is not None else {}).items():
+                if seconds > 0:
+                    out[name] = max(out.get(name, 0.0), seconds)
+        return out
+
+    def run_on(self, host: str) -> str:
+        return self._run_on.get(host, "")
+
     def settled(self) -> bool:
         """Every node has said what it will say soon: it is lost or closed, or each source
         its hello named (py-spy rounds aside) has sent a reading."""
@@ -107,26 +131,34 @@ class AgentFeed:
             try:
                 asked = stream.request("dump", timeout=timeout)
             except Exception as exc:  # noqa: BLE001 - one node must not stop the others
-                done.set_result((False, str(exc)))
+                done.set_result((False, _without_host(str(exc), stream.host)))
             else:
-                asked.add_done_callback(_outcome_into(done))
+                asked.add_done_callback(_outcome_into(done, stream.host))
             out[stream.host] = done
         return out
 
     def close(self) -> None:
         for stream in self.streams:
             stream.close(wait=False)  # their grace periods overlap
+        # One deadline for all: closing 64 streams must not take 64 grace periods.
+        deadline = time.monotonic() + max((s.close_grace for s in self.streams), default=0) + 5.0
         for stream in self.streams:
-            stream.join(stream.close_grace + 5.0)
+            stream.join(max(0.0, deadline - time.monotonic()))
 
 
-def _outcome_into(done: Future) -> Callable[[Future], None]:
+def _without_host(message: str, host: str) -> str:
+    """"node03 is lost: ..." -> "lost: ...": the caller shows ``host: message``."""
+    return message[len(host):].lstrip(" :").removeprefix("is ") if message.startswith(
+        host) else message
+
+
+def _outcome_into(done: Future, host: str) -> Callable[[Future], None]:
     """Turn an agent's reply (or the request's failure) into ``(ok, message)``."""
     def finish(asked: Future) -> None:
         try:
             reply = asked.result()
         except Exception as exc:  # noqa: BLE001 - TimeoutError, ConnectionError
-            done.set_result((False, str(exc) or type(exc).__name__))
+            done.set_result((False, _without_host(str(exc), host) or type(exc).__name__))
             return
         if isinstance(reply, Reply):
             done.set_result((reply.ok, reply.message))

@@ -119,6 +119,18 @@ def local_argv(host: str, *, agent_args: Sequence[str] = (),
     return [python, "-m", "rltui", "agent", "--host", host, *agent_args]
 
 
+def run_on(launch: Launch) -> list[str]:
+    """How a user runs a command on the launch's node by hand, the way rltui reached it: the
+    ssh command line up to ``--`` (the user's options, user@, jump hosts), or the srun step
+    without the agent; nothing for a local one. For commands in incident reports."""
+    argv = list(launch.argv)
+    if launch.transport == SSH and "--" in argv:
+        return argv[:argv.index("--") + 1]
+    if launch.transport == SLURM:
+        return argv[:argv.index("--job-name=rltui-agent")]
+    return []
+
+
 def ssh_launches(targets: Iterable[Target], **kwargs) -> list[Launch]:
     return [Launch(t.host, SSH, tuple(ssh_argv(t, **kwargs))) for t in targets]
 

@@ -26,16 +26,15 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
-from rltui.cluster.merge import log_poll_on_host
-from rltui.cluster.monitor import ClusterMonitor
 from rltui.config import Settings, save_theme
 from rltui.logbook import LogBook
-from rltui.model import Diagnosis, LogPoll, NodeSnapshot, Reading
+from rltui.model import Diagnosis, NodeSnapshot, Reading
 from rltui.monitor import Monitor
 from rltui.sources.base import Source, guarded_poll
 from rltui.sources.bundle import Bundle, SourceSpec
 from rltui.ui.commands import RltuiCommands
-from rltui.ui.messages import HostReading, ReadingArrived, ReplayState, View
+from rltui.ui.across_nodes import AcrossNodes
+from rltui.ui.messages import ReadingArrived, ReplayState, View
 from rltui.incident import default_folder
 from rltui.ui.screens import HelpScreen, LogFileScreen, MainScreen
 from rltui.ui.screens.check import CheckScreen
@@ -53,7 +52,7 @@ REPLAY_ACTIONS = {"step", "faster", "slower", "to_end"}
 SPEED = Binding.Group("Speed")  # + and - share one footer entry
 
 
-class RltuiApp(App[int]):
+class RltuiApp(AcrossNodes, App[int]):
     CSS_PATH = "rltui.tcss"
     TITLE = "rltui"
     COMMANDS = App.COMMANDS | {RltuiCommands}
@@ -105,15 +104,9 @@ class RltuiApp(App[int]):
         self.config_path = Path(config_path) if config_path else None
         self.monitor = Monitor(host=bundle.host, job=bundle.job,
                                thresholds=settings.thresholds, history_len=settings.history)
-        # Across nodes the feed brings every node's readings into a ClusterMonitor, and one
-        # log book holds every node's lines under host:path (what the merged snapshot names).
-        self.feed = bundle.feed
-        self.cluster: ClusterMonitor | None = None
         self.logbook: LogBook = self.monitor.tracker.logbook
-        if self.feed is not None:
-            self.cluster = ClusterMonitor(self.feed.hosts(), job=bundle.job,
-                                          thresholds=settings.thresholds)
-            self.logbook = LogBook()
+        # Across nodes (rltui/ui/across_nodes.py) a feed brings every node's readings.
+        self._init_across_nodes(bundle.feed, bundle.job, settings.thresholds)
         self.themes: dict[str, RltuiTheme] = load_all()
         for theme in self.themes.values():
             self.register_theme(theme.textual)
@@ -208,31 +201,6 @@ class RltuiApp(App[int]):
         self.monitor.ingest(reading)
         self.ingested += 1
         self._refresh_done(reading.source)
-
-    # -- across nodes -----------------------------------------------------------------------------
-    def _feed_reading(self, host: str, reading: Reading) -> None:
-        # The feed's threads: post only (the monitor belongs to the main thread).
-        self.post_message(HostReading(host, reading))
-
-    def on_host_reading(self, message: HostReading) -> None:
-        assert self.cluster is not None
-        # Folded even while paused (only the screen freezes): a node's log lines come once.
-        reading = self.cluster.ingest(message.host, message.reading)
-        if isinstance(reading.payload, LogPoll):
-            self.logbook.apply(log_poll_on_host(reading.payload, message.host),
-                               reading.timestamp)
-        self.ingested += 1
-
-    def _evaluate_cluster(self, now: float) -> View:
-        assert self.cluster is not None and self.feed is not None
-        for status in self.feed.statuses():
-            self.cluster.update_status(status)
-        if self.feed.job and not self.cluster.job:
-            self.cluster.job = self.feed.job
-        snap, diagnosis = self.cluster.evaluate(now)
-        assert snap.merged is not None
-        return replace(self._view(snap.merged, diagnosis), cluster=snap,
-                       history=self.cluster.history, stacks=snap.stack_report)
 
     def _refresh_done(self, name: str) -> None:
         if name in self._refreshing:
@@ -421,7 +389,7 @@ class RltuiApp(App[int]):
     def action_dump_stacks(self) -> None:
         """On-demand py-spy round: a blocking dump for a consistent cut (see docs/stacks.md)."""
         if self.feed is not None:
-            self._dump_nodes()
+            self._dump_nodes(self._in_flight, STACKS_ON_DEMAND, POLL_GROUP)
             return
         source = self.bundle.stacks
         if source is None:
@@ -445,38 +413,6 @@ class RltuiApp(App[int]):
             self.call_from_thread(self.notify, f"{reading.message} {reading.remedy}".strip(),
                                   title="py-spy", severity="error", timeout=15)
         return reading
-
-    def _dump_nodes(self) -> None:
-        """``d`` across nodes: a dump request to every node at once (each agent dumps its own
-        ranks); the rounds arrive through the feed, the outcome is one notification."""
-        if STACKS_ON_DEMAND in self._in_flight:
-            self.notify("A dump is already running.", severity="information")
-            return
-        assert self.feed is not None
-        hosts = self.feed.hosts()
-        self.notify(f"Asking {len(hosts)} node(s) to dump every rank with py-spy...", timeout=3)
-        self._in_flight.add(STACKS_ON_DEMAND)
-        self.run_worker(partial(self._dump_nodes_in_thread, self.feed), name=STACKS_ON_DEMAND,
-                        group=POLL_GROUP, description="py-spy dump on every node",
-                        exit_on_error=False, start=True, exclusive=False, thread=True)
-
-    def _dump_nodes_in_thread(self, feed) -> None:
-        from concurrent.futures import wait
-        asked = feed.dump_all()
-        wait(list(asked.values()))  # each resolves by its reply, its timeout or a lost node
-        failed = [(host, f.result()[1]) for host, f in asked.items() if not f.result()[0]]
-        self.call_from_thread(self._nodes_dumped, len(asked), failed)
-
-    def _nodes_dumped(self, asked: int, failed: list[tuple[str, str]]) -> None:
-        self._evaluate(self.clock())
-        if not failed:
-            self.notify(f"Dumped: {asked} of {asked} node(s).", title="py-spy", timeout=5)
-            return
-        lines = "\n".join(f"{host}: {why}" for host, why in failed[:5])
-        more = f"\n... and {len(failed) - 5} more" if len(failed) > 5 else ""
-        self.notify(f"{asked - len(failed)} of {asked} node(s) dumped.\n{lines}{more}",
-                    title="py-spy", severity="error" if len(failed) == asked else "warning",
-                    timeout=15)
 
     def action_show_stacks(self) -> None:
         if isinstance(self.screen, StacksScreen):
@@ -525,11 +461,9 @@ class RltuiApp(App[int]):
         self.notify(f"Incident report written: {written[0]} and {written[1].name}",
                     title="Report", timeout=15)
 
-    @staticmethod
-    def _stack_commands(view: View) -> list[str]:
+    def _stack_commands(self, view: View) -> list[str]:
         if view.cluster is not None:
-            from rltui.remote.cluster_report import stack_commands
-            return stack_commands(view.cluster)
+            return self._node_commands(view)
         from rltui import incident
         return incident.stack_commands(view.snapshot)
 
@@ -540,6 +474,12 @@ class RltuiApp(App[int]):
 
     def action_oom_triage(self) -> None:
         """Read the job's config (a worker: files) and show the OOM triage."""
+        if self.feed is not None:
+            # The triage reads the job's config files, which are on the nodes, not here.
+            self.notify("OOM triage reads the job's config files on this machine: run "
+                        "`rltui oom` on the node that ran out of memory.", severity="warning",
+                        timeout=10)
+            return
         if self.latest is None or self.oom_reporter is None or not self._footer_keys[0]:
             self.notify("No OOM in the logs.", severity="information")
             return
@@ -696,7 +636,9 @@ def build_app(bundle: Bundle, settings: Settings, config_path: str | Path | None
     from rltui.sources.sourcelines import read_source
 
     app = RltuiApp(bundle, settings, config_path, commands)
-    app.source_lines = read_source  # the compare screen shows source lines through this
+    # The compare screen shows source lines through this; across nodes the frames' files are
+    # on the nodes, and this machine's copy (another version, or none) would mislead.
+    app.source_lines = read_source if bundle.feed is None else None
     app.report_writer = write_report
 
     def oom_reporter(snapshot, lines):

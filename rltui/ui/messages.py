@@ -37,17 +37,6 @@ class ReadingArrived(Message):
                 and self.reading.source not in ("logs", "stacks"))
 
 
-class HostReading(Message):
-    """A reading of one node of a view across nodes, from the feed's threads (already on this
-    machine's clock). Never replaced by a newer one: with many nodes, "the same source" is per
-    host, and a burst is rare (each node reads each source once per interval)."""
-
-    def __init__(self, host: str, reading: Reading) -> None:
-        super().__init__()
-        self.host = host
-        self.reading = reading
-
-
 @dataclass(frozen=True, slots=True)
 class ReplayState:
     position: float  # seconds since the scenario's first reading

@@ -132,3 +132,17 @@ def test_only_the_ui_package_imports_textual():
                 offenders.append(rel)
     assert offenders == []
 
+
+
+def test_log_index_matches_a_log_by_pid_on_its_own_node_only():
+    """Across nodes pids repeat: node-a's rankless launcher log (pid 4100) must not become the
+    log of node-b's rank 4, whose process is also pid 4100."""
+    from rltui.model import LogFileState, ProcInfo
+    from rltui.ui.widgets.log_facts import LogIndex
+    launcher = ProcInfo(pid=4100, host="node-a")
+    rank4 = ProcInfo(pid=4100, rank=4, host="node-b")
+    log = LogFileState(path="node-a:/job/launcher.log", pid=4100, host="node-a")
+    index = LogIndex(NodeSnapshot(timestamp=0.0, procs=(launcher, rank4), logs=(log,)))
+    assert index.for_proc(launcher) is log
+    assert index.for_proc(rank4) is None
+    assert index.rank_of_path == {}  # the launcher has no rank: the file is no rank's

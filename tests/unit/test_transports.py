@@ -11,8 +11,8 @@ import pytest
 from rltui.remote.hostlist import Target
 from rltui.remote.transports import (LOCAL, SLURM, SSH, ExitReason, Launch, agent_command,
                                      classify_exit, explain_exit, explain_spawn_error,
-                                     local_argv, local_launches, slurm_launches, srun_argv,
-                                     ssh_argv, ssh_launches)
+                                     local_argv, local_launches, run_on, slurm_launches,
+                                     srun_argv, ssh_argv, ssh_launches)
 
 SSH_DEFAULTS = ["-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
                 "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]
@@ -69,6 +69,19 @@ def test_srun_argv_one_step_per_node():
         "--job-name=rltui-agent", "--gres=none", "/shared/venv/bin/rltui", "agent", "--host",
         "n1", "--no-stacks"]
     assert srun_argv("99+1", "n1")[2] == "--jobid=99+1"
+
+
+def test_run_on_is_how_rltui_reached_the_node_without_the_agent():
+    """The prefix of the incident report's commands: the user's ssh (options, user@, jump
+    host) up to ``--``, the srun step without the agent, nothing for a local node."""
+    ssh = Launch("node01", SSH, tuple(ssh_argv(Target("node01", "alice"),
+                                               ssh_options=["-J", "bastion"])))
+    assert run_on(ssh) == ["ssh", "-J", "bastion", *SSH_DEFAULTS, "alice@node01", "--"]
+    (srun,) = slurm_launches("1234", ["node03"])
+    assert run_on(srun) == ["srun", "--overlap", "--jobid=1234", "--nodes=1", "--ntasks=1",
+                            "--nodelist=node03"]
+    (local,) = local_launches(["sim01"])
+    assert run_on(local) == []
 
 
 @pytest.mark.parametrize("job", ["", "abc", "12;rm", "-1", "1_", "--jobid=1"])

@@ -35,24 +35,25 @@ class LogIndex:
         self.rank_of_path: dict[str, int] = {}
         self._by_rank: dict[int, LogFileState] = {}
         self._files_of_rank: dict[int, list[LogFileState]] = {}
-        self._by_pid: dict[int, LogFileState] = {}
+        # By (host, pid): across nodes pids repeat from node to node ("" on one node).
+        self._by_pid: dict[tuple[str, int], LogFileState] = {}
         self._by_path: dict[str, LogFileState] = {}
         if not snap.logs:
             return  # the common case on a node without logs: no per-process work at all
         procs: list[ProcInfo] = list(snap.procs)
         procs += [d.info for d in snap.departed if d.info is not None]
-        pid_rank = {p.pid: p.rank for p in procs if p.rank is not None}
+        pid_rank = {(p.host, p.pid): p.rank for p in procs if p.rank is not None}
         out_rank = {path: p.rank for p in procs if p.rank is not None
                     for path in (p.stdout_path, p.stderr_path) if path}
         for f in snap.logs:
             self._by_path[f.path] = f
             rank = f.rank
             if rank is None and f.pid is not None:
-                rank = pid_rank.get(f.pid)
+                rank = pid_rank.get((f.host, f.pid))
             if rank is None:
                 rank = out_rank.get(f.path)
             if f.pid is not None:
-                _keep_best(self._by_pid, f.pid, f)
+                _keep_best(self._by_pid, (f.host, f.pid), f)
             if rank is not None:
                 self.rank_of_path[f.path] = rank
                 _keep_best(self._by_rank, rank, f)
@@ -79,8 +80,8 @@ class LogIndex:
         """By rank, else by pid, else by the process's stdout/stderr path."""
         if p.rank is not None and p.rank in self._by_rank:
             return self._by_rank[p.rank]
-        if p.pid in self._by_pid:
-            return self._by_pid[p.pid]
+        if (p.host, p.pid) in self._by_pid:
+            return self._by_pid[(p.host, p.pid)]
         for path in (p.stdout_path, p.stderr_path):
             if path and path in self._by_path:
                 return self._by_path[path]

@@ -19,7 +19,7 @@ from typing import Sequence
 
 from textual.binding import Binding
 
-from rltui.cluster.view import local_gpu
+from rltui.cluster.view import RANK_UNKNOWN, ClusterRank, local_gpu
 from rltui.diagnosis.stacktree import StackClass, short_name
 from rltui.diagnosis.stackview import class_label
 from rltui.model import DepartedRank, LogFileState, ProcInfo
@@ -112,21 +112,27 @@ class RankPane(TablePane):
         for p in live:  # across nodes the history holds GPUs only
             self._last_known[(p.host, p.pid)] = p
         departed = sorted(snap.departed, key=_order)
+        # A lost node's ranks: last seen alive, now unknown (across nodes only).
+        unknown = [r for r in view.cluster.ranks if r.state == RANK_UNKNOWN] \
+            if view.cluster is not None else []
         # Departed rows sit among the live ones by rank: the gap in the ranks is the news.
         ordered = sorted([(_order(p), _live_key(p), p) for p in live]
-                         + [(_order(d), _departed_key(d), d) for d in departed],
+                         + [(_order(d), _departed_key(d), d) for d in departed]
+                         + [(_order(r), f"u{r.host}:{r.pid}", r) for r in unknown],
                          key=lambda t: t[0])
         rows: list[Row] = [(key, item) for _, key, item in ordered]
         keep = {(p.host, p.pid) for p in live} | {(_host(d), d.pid) for d in departed}
         self._last_known = {k: p for k, p in self._last_known.items() if k in keep}
-        self._titles(view, live, departed)
+        self._titles(view, live, departed, len(unknown))
         return rows
 
     def _titles(self, view: View, live: Sequence[ProcInfo],
-                departed: Sequence[DepartedRank]) -> None:
+                departed: Sequence[DepartedRank], unknown: int = 0) -> None:
         title = f"Ranks ({len(live)} running"
         if departed:
             title += f", {len(departed)} departed"
+        if unknown:
+            title += f", {unknown} unknown"
         set_title(self, title + ")")
         partial = [p for p in live if p.partial]
         state = view.snapshot.source("procs")
@@ -149,6 +155,8 @@ class RankPane(TablePane):
     def cells(self, item: object) -> dict[str, Cell]:
         if isinstance(item, DepartedRank):
             return self._departed(item, self.view)
+        if isinstance(item, ClusterRank):
+            return self._unknown(item, self.view)
         assert isinstance(item, ProcInfo)
         return self._live(item, self._utils, self.view)
 
@@ -199,6 +207,24 @@ class RankPane(TablePane):
             **self._step_cells(self.log_of(seen, d.rank), view, dim),
         }
 
+    def _unknown(self, r: ClusterRank, view: View) -> dict[str, Cell]:
+        """A rank of a node that stopped answering: as last seen, dimmed, state unknown."""
+        dim = view.palette.dim
+        p = r.info
+        return {
+            "rank": Cell("-" if r.rank is None else str(r.rank), dim),
+            "node": Cell(r.host, dim),
+            "pid": Cell(str(r.pid), dim),
+            "gpu": Cell("-" if r.gpu_index is None else str(r.gpu_index), dim),
+            "gpu_util": Cell("-", dim),
+            "cpu": Cell("-", dim),
+            "state": Cell("unknown", view.palette.warn),
+            "stack": Cell(NOT_YET, dim),
+            "role": Cell((p.role if p else "") or "-", dim),
+            "step": Cell("seen " + (age(max(0.0, view.snapshot.timestamp - r.last_seen))
+                                    if r.last_seen is not None else "never"), dim),
+        }
+
     def _step_cells(self, f: LogFileState | None, view: View, style: str) -> dict[str, Cell]:
         """Last step and its age, the step-time sparkline and the ETA (``style`` dims a
         departed rank's)."""
@@ -246,7 +272,7 @@ def _last_step(f: LogFileState, now: float) -> str:
     return f"{f.last_step} · {age(now - f.last_step_time)}"
 
 
-def _order(p: ProcInfo | DepartedRank) -> tuple[bool, int, int]:
+def _order(p: ProcInfo | DepartedRank | ClusterRank) -> tuple[bool, int, int]:
     return (p.rank is None, p.rank or 0, p.pid)
 
 
