@@ -550,10 +550,24 @@ def _check(name: str, args: argparse.Namespace) -> int:
     return importlib.import_module(f"rltui.checks.{name}.cli").run(args)
 
 
+def _hosts_only_where_read(args: argparse.Namespace) -> None:
+    """The host flags are read by the app and by diagnose; given before another command they
+    would be dropped without a word (``rltui --hosts a demo`` watching this node)."""
+    from rltui.remote.cluster_run import HOST_FLAGS, WITH_HOSTS
+    if args.command in (None, "diagnose"):
+        return
+    given = [f"--{n.replace('_', '-')}" for n in HOST_FLAGS + WITH_HOSTS
+             if getattr(args, n, None) is not None]
+    if given:
+        raise UsageError(f"{', '.join(given)}: not an option of {args.command} (only of the "
+                         "app itself and of diagnose)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        _hosts_only_where_read(args)
         return COMMANDS[args.command](args)
     except UsageError as exc:
         print(f"rltui: error: {exc}", file=sys.stderr)

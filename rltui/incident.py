@@ -276,7 +276,7 @@ def to_markdown(doc: Mapping[str, Any]) -> str:
             f"| {_fmt(r.get('last_step'))} | {'N/A' if age is None else f'{age:.0f} s'} "
             f"| {r.get('stack_class') or '-'} |")
     if not doc["ranks"]:
-        out.append("| no job process was seen | | | | | | | | | |")
+        out.append("| no job process was seen |" + " |" * (9 + across))
     out.append("")
     out += ["## Debug environment (secrets redacted)", ""]
     if not doc["debug_env"]:

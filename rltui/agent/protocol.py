@@ -316,6 +316,11 @@ def _message(data: dict[str, Any]) -> Message | ProtocolError:
         if reading.source != source:
             raise _Bad(f"reading.source {source!r} does not match the reading's "
                        f"{reading.source!r}")
+        # NaN stays allowed inside payloads (a loss of nan in a step line is news), but the
+        # time every age is measured from must be a real time.
+        if not math.isfinite(reading.timestamp):
+            return ProtocolError(BAD_READING, f"a bad {source} reading: its timestamp is not "
+                                              "a finite number")
         return ReadingMessage(host, t, reading)
     if kind == "heartbeat":
         return Heartbeat(host, t)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from rltui.cluster import ranks as rank_rules
 from rltui.cluster.view import (GPU_STRIDE, RANK_LIVE, RANK_UNKNOWN, ClusterRank, DuplicateRank,
@@ -42,6 +43,12 @@ class Merged:
 
 def _on_host(host: str, path: str | None) -> str | None:
     return None if path is None else f"{host}:{path}"
+
+
+@lru_cache(maxsize=16)
+def _hostlist(hosts: tuple[str, ...]) -> str:
+    # Evaluated every second with the same hosts: compress walks each name, once is enough.
+    return compress(hosts)
 
 
 def log_poll_on_host(poll: LogPoll, host: str) -> LogPoll:
@@ -165,7 +172,8 @@ def merge(nodes: Sequence[NodeView], now: float, *, job: str = "",
     live = {p.rank for p in procs if p.rank is not None and not p.is_zombie}
     departed = [d for d in departed if d.rank is None or d.rank not in live]
     merged = NodeSnapshot(
-        timestamp=now, host=compress(n.host for n in merged_nodes), job=job,
+        # The nodes in the view; with none reporting, the nodes asked (never an empty name).
+        timestamp=now, host=_hostlist(tuple(n.host for n in merged_nodes or nodes)), job=job,
         gpus=tuple(gpus), gpu_simulated=simulated, foreign_gpu_pids=tuple(foreign),
         procs=tuple(procs), departed=tuple(departed), sources=_sources(merged_nodes),
         logs=tuple(logs))

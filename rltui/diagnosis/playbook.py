@@ -16,10 +16,11 @@ def dump_all_ranks(procs: tuple[ProcInfo, ...]) -> str:
         more = " ..." if len(procs) > 16 else ""
         return (f"Dump every rank, not one: for p in {pids}{more}; do py-spy dump --pid $p; "
                 "done and compare who waits for whom.")
-    loops = [f"ssh {host} 'for p in {' '.join(map(str, pids[:16]))}"
-             f"{' ...' if len(pids) > 16 else ''}; do py-spy dump --pid $p; done'"
+    # "on HOST": the node is reached the way the user reaches it (ssh, srun, a Ray dashboard).
+    loops = [f"on {host}: for p in {' '.join(map(str, pids[:16]))}; do py-spy dump --pid $p; "
+             f"done" + (f" (and {len(pids) - 16} more pids)" if len(pids) > 16 else "")
              for host, pids in list(by_host.items())[:4]]
-    more = f"; ... and {len(by_host) - 4} more nodes" if len(by_host) > 4 else ""
+    more = f"; and {len(by_host) - 4} more nodes" if len(by_host) > 4 else ""
     return ("Dump every rank on every node, not one (in rltui: d asks every node at once): "
             + "; ".join(loops) + more + "; then compare who waits for whom across nodes.")
 

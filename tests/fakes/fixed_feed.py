@@ -26,9 +26,20 @@ class FixedFeed:
     kind = "ssh"
 
     def __init__(self, readings: dict[str, list[Reading]], statuses: list[StreamStatus],
-                 job: str = "") -> None:
+                 job: str = "", intervals: dict[str, float] | None = None) -> None:
         self.readings, self._statuses, self.job = readings, statuses, job
+        self._intervals = dict(intervals or {})
+        self.error = ""
         self.dumps = 0
+
+    def settled(self) -> bool:
+        return True
+
+    def intervals(self) -> dict[str, float]:
+        return dict(self._intervals)
+
+    def run_on(self, host: str) -> str:
+        return f"ssh {host} --"
 
     def start(self, on_reading) -> None:
         for host, readings in self.readings.items():
@@ -71,4 +82,4 @@ def scenario_nodes(scenario: str, now: float, live: int = 2, lost: str = "",
         statuses.append(status(lost, LOST, None, skew=None, reason=(
             "ssh exited with status 255: ssh: connect to host node03 port 22: No route to "
             "host (the node is down or unreachable from here)")))
-    return FixedFeed(readings, statuses, job=sc.job)
+    return FixedFeed(readings, statuses, job=sc.job, intervals=sc.intervals())

@@ -208,6 +208,18 @@ def test_a_reading_whose_source_disagrees_is_rejected():
     assert "does not match" in rejected(json.dumps(data).encode(), p.BAD_FIELD).message
 
 
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+def test_a_reading_stamped_with_no_real_time_is_rejected(value):
+    """Every age on screen is measured from the reading's time: inf or nan there would show
+    as an age of "infh" (JSON from Python may carry them)."""
+    line = p.encode(p.ReadingMessage("h", 1.0, GPUS)).decode()
+    data = json.loads(line)
+    text = json.dumps(data).replace(f'"timestamp": {data["reading"]["timestamp"]}',
+                                    f'"timestamp": {value}')
+    assert value in text
+    assert "not a finite number" in rejected(text.encode(), p.BAD_READING).message
+
+
 # -- requests --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("data,rid,text", [

@@ -384,7 +384,7 @@ def test_idle_vs_busy_spans_nodes(utils_a, utils_b, idle):
     assert f"{B} GPU 3 (rank 7): 95% utilisation, busy" in found.evidence
     # Pids repeat across nodes: the dump loop is one per node, over ssh, never a bare pid list.
     (dump,) = [step for step in found.next_steps if "py-spy dump --pid $p" in step]
-    assert f"ssh {A} 'for p in" in dump and f"ssh {B} 'for p in" in dump
+    assert f"on {A}: for p in" in dump and f"on {B}: for p in" in dump
     assert "not one: for p in" not in dump
     if utils_a[1] == 30.0:  # the per-node rule on A sees no busy GPU at all
         a = cm.monitors[A]

@@ -81,6 +81,12 @@ def test_the_app_takes_the_host_flags_and_checks_them_the_same_way(capsys):
         assert said in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", [["demo"], ["replay", "x"], ["agent"], ["stacks", "x"]])
+def test_host_flags_before_another_command_are_refused(command, capsys):
+    assert cli.main(["--hosts", "a", *command]) == cli.EXIT_USAGE
+    assert "--hosts: not an option of" in capsys.readouterr().err
+
+
 def test_a_host_flag_before_the_command_is_kept():
     args = cli.build_parser().parse_args(["--hosts", "a", "diagnose", "--json"])
     assert args.hosts == "a" and args.json

@@ -93,12 +93,16 @@ class SymptomsPane(Vertical):
         if view is None:
             return
         s = self.selected
-        key = (s, view.diagnosis.notes, view.snapshot.timestamp if s and s.since else None,
-               view.palette)
+        shown_age = age(view.snapshot.timestamp - s.since) if s and s.since else None
+        key = (s, view.diagnosis.notes, shown_age, view.palette)
         if key == self._detail_key:
             return
+        # Only the age changed (every second for a timed symptom): the same lines, so no
+        # layout pass of the whole screen (which the default update asks for).
+        only_age = self._detail_key is not None and self._detail_key[:2] == key[:2] \
+            and self._detail_key[3] == key[3]
         self._detail_key = key
-        self.detail.update(self._detail_text(s, view))
+        self.detail.update(self._detail_text(s, view), layout=not only_age)
 
     def _detail_text(self, s: Symptom | None, view: View) -> Group:
         pal = view.palette
