@@ -43,7 +43,7 @@ def _add_config_option(p: argparse.ArgumentParser, sub: bool = True) -> None:
                    help="config file (default: RLTUI_CONFIG, else the XDG config path)")
 
 
-def _add_host_options(p: argparse.ArgumentParser, sub: bool = True) -> None:
+def _add_host_options(p: argparse.ArgumentParser, sub: bool = True):
     # On diagnose the defaults are suppressed, as for the source options: ``rltui --hosts a
     # diagnose`` keeps the top-level value.
     dflt = argparse.SUPPRESS if sub else None
@@ -65,7 +65,9 @@ def _add_host_options(p: argparse.ArgumentParser, sub: bool = True) -> None:
                    help="rltui on the nodes when it is not on their PATH "
                         "(/shared/venv/bin/rltui)")
     g.add_argument("--connect-timeout", metavar="S", type=int, default=dflt,
-                   help="seconds for ssh to reach a node (default 10)")
+                   help="seconds for ssh to reach a node, or for Ray's dashboard to answer "
+                        "(default 10)")
+    return g
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -112,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     dg = sub.add_parser("diagnose", help="print the snapshot and diagnosis, headless",
                         description="Samples the sources (or reads a recording) and prints the "
                                     "diagnosis. Exit 0: nothing at or above --fail-on; 1: "
-                                    "something is; 2: usage error.")
+                                    "something is; 2: usage error; 3: across nodes, no node "
+                                    "answered.")
     dg.add_argument("--replay", metavar="DIR", help="diagnose a recorded scenario folder")
     dg.add_argument("--json", action="store_true", help="print JSON (docs/diagnose-json.md)")
     dg.add_argument("--fail-on", choices=("warning", "critical"), default="critical",
@@ -138,10 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--ranks", type=int, default=4, help="demo ranks (with --demo)")
     _add_config_option(dg)
     _add_source_options(dg)
-    _add_host_options(dg)
-    dg.add_argument("--no-dump", action="store_true",
-                    help="across nodes: no stack dump of every rank at the end of the run "
-                         "(the stacks are then the agents' last periodic, non-blocking round)")
+    hosts = _add_host_options(dg)
+    hosts.add_argument("--no-dump", action="store_true",
+                       help="no stack dump of every rank at the end of the run (the stacks "
+                            "are then the nodes' last periodic, non-blocking round)")
 
     om = sub.add_parser("oom", help="triage a CUDA OOM: phase, config changes, a patch",
                         description="Reads the logs (--log, or this node's job), finds the latest "
@@ -355,6 +358,9 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from rltui.remote import cluster_run
     if cluster_run.wanted(args):
         return cluster_run.run_diagnose(args, settings)
+    if args.no_dump:
+        raise UsageError("--no-dump needs --hosts, --hostfile, --slurm-job or --ray (on this "
+                         "node the stacks are the periodic, non-blocking rounds anyway)")
     from rltui import report
     from rltui.monitor import Monitor
     saved = _saved_stacks(args.stacks) if args.stacks else None

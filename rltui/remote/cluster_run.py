@@ -1,9 +1,11 @@
-"""``rltui diagnose --hosts/--hostfile/--slurm-job``: one agent per node, headless.
+"""The host flags (``--hosts/--hostfile/--slurm-job/--ray``): checked, turned into a feed for
+the app (``cluster_bundle``) or for ``rltui diagnose`` across nodes, headless.
 
-Starts one ``AgentStream`` per host with rltui's transports (ssh, or srun for a Slurm job),
-feeds their readings (each put on this clock with its stream's skew) and their states into a
-``ClusterMonitor`` for ``--duration`` seconds, then prints the cluster's diagnosis: the
-diagnose document of the merged job plus ``nodes`` (docs/diagnose-json.md).
+The feed is one agent per node (rltui.remote.feed.AgentFeed over ssh or srun) or a Ray
+cluster's dashboard (rltui.remote.ray). The headless run feeds every reading (already on this
+clock) and the nodes' states into a ``ClusterMonitor`` for ``--duration`` seconds, asks every
+node for a stack dump at its end (not with ``--no-dump``), then prints the cluster's diagnosis:
+the diagnose document of the merged job plus ``nodes`` (docs/diagnose-json.md).
 
 Headless runs make one attempt per host (no reconnect): a host that cannot be reached is
 reported lost with ssh's or srun's reason and the others go on. The run lasts ``--duration``,

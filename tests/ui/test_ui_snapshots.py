@@ -132,9 +132,10 @@ def _cluster_app(tmp_path):
 def test_across_nodes(snap_compare, tmp_path, size):
     """Two nodes replaying the cleanup deadlock (ranks 0-3 on node01, 4-7 on node02) and one
     unreachable node. Must be visible: header "nodes 2/3 reporting (1 lost)"; the nodes pane
-    with node03 first, "lost", and ssh's "No route to host" reason, then node01 and node02
-    "live" with their ranks "0-3" and "4-7" (and at 200x60 their GPU counts and node02's skew
-    "-120.3s"); the GPU table grouped by node (node01 on GPU 0's row, node02 on its GPU 0's
+    with node03 first and "lost", then node01 and node02 "live" with their ranks "0-3" and
+    "4-7", their GPU counts and node02's skew "-120.3s" (at 200x60 also the node# column and
+    node03's reason "ssh exited with status 255: ssh: connect to host node03 por…", cut at the
+    column's width; at 80x24 the reason is in the host-lost symptom's evidence); the GPU table grouped by node (node01 on GPU 0's row, node02 on its GPU 0's
     row, indices 0-3 each); the rank table with a node column (ranks 0-3 node01, 4-7 node02)
     and their stack classes; the symptoms "CRIT Cleanup deadlock: ranks 3,7 in teardown, ranks
     0-2,4-6 wait" (across both nodes) and "WARN node03 could not be reached" (host-lost)."""

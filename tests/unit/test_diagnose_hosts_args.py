@@ -61,6 +61,7 @@ def test_an_empty_hostfile_is_a_usage_error(tmp_path, capsys):
     (["--hosts", "a", "--connect-timeout", "0"], "--connect-timeout must be positive"),
     (["--slurm-job", "12", "--ssh-option=-p2"], "--ssh-option applies to --hosts"),
     (["--ssh-option=-p2"], "--ssh-option needs --hosts"),
+    (["--no-dump"], "--no-dump needs --hosts"),
     (["--hosts", ""], "names no host"),
     (["--hosts", "a:22"], "a port is not part of a host"),
     (["--slurm-job", "12; rm"], "not a Slurm job id"),

@@ -78,8 +78,8 @@ class HeaderBar(Static):
 
     @staticmethod
     def _node_counts(view: View) -> Text:
-        """``nodes 62/64 live (2 lost)``: the count that matters first; the names are in the
-        nodes pane (64 of them would not fit here)."""
+        """``nodes 62/64 reporting (2 lost)``: the count that matters first; the names are in
+        the nodes pane (64 of them would not fit here)."""
         assert view.cluster is not None
         pal, nodes = view.palette, view.cluster.nodes
         out = Text()

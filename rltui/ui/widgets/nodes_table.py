@@ -1,7 +1,8 @@
 """The nodes pane (a view across nodes only): one row per node, how its stream stands.
 
 A node that does not answer, answers slowly or dropped is the news, so those rows come first
-(lost, then connecting, then slow, then live; each group in the order the nodes were given).
+(lost, then closed, connecting, slow, then live; each group in the order the nodes were
+given).
 ``last seen`` is the age of the node's last line on this machine's clock; ``skew`` is how far
 this machine's clock is ahead of the node's (readings are moved by it before any age is
 computed, so a node with a wrong clock does not look stalled or fresh). ``reason`` says why a
@@ -29,7 +30,7 @@ class NodesPane(TablePane):
         Column("ranks", "ranks", 12, 3),
         Column("gpus", "GPUs", 9, 5, right=True),
         Column("skew", "skew", 8, 6, right=True),
-        Column("node_rank", "node", 4, 7, right=True),
+        Column("node_rank", "node#", 5, 7, right=True),  # its node rank
         Column("reason", "reason", 60, 4),
     )
 
