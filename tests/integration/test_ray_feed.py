@@ -7,8 +7,8 @@ takes their stacks through Ray's own traceback endpoint (py-spy run by Ray's das
 and rltui's cluster monitor names the hang from those stacks. A second head runs with
 profiling off, then loses its dashboard. Where this machine can make network namespaces, a
 second Ray node in a namespace joins a third head and is killed. Bad addresses (nothing
-listening, the GCS port, a web server that is not Ray, HTTP failures) end in one clear message,
-never a traceback.
+listening, the GCS port, a web server that is not Ray, HTTP failures, redirects elsewhere,
+hostile JSON) end in one clear message, the feed's ``error``, never a traceback.
 
 Ray is heavy on a 2-core machine: each head is started once per module or test, with 2 CPUs
 and an 80 MB object store.
@@ -16,16 +16,20 @@ and an 80 MB object store.
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import os
 import queue
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -129,7 +133,7 @@ def test_feed_lists_the_node_its_workers_and_actors(hung):
         assert {d.pid for d in periodic.payload.dumps} >= {a["pid"] for a in actors(job)}
         ip = job["actors"][0]["node_ip"]
         assert host == ip  # a node is known by its Ray node name: its IP unless --node-name
-        assert feed.hosts() == [ip] and feed.skews() == {ip: None}
+        assert feed.hosts() == [ip]
         (status,) = feed.statuses()
         assert (status.host, status.state, status.reason, status.skew) == (ip, LIVE, "", None)
         assert feed.job == f"ray {head.dashboard}" and feed.kind == "ray" and feed.error == ""
@@ -175,8 +179,13 @@ def test_stacks_through_ray_name_the_collective_mismatch(hung):
                 break
         assert first_frames(stacks) == want
         poll = stacks.payload
-        assert (poll.trigger, poll.nonblocking) == ("on-demand", False)
-        assert "Ray's dashboard agent" in poll.command and poll.started >= began
+        assert (poll.trigger, poll.nonblocking, poll.native) == ("on-demand", False, False)
+        assert poll.started >= began
+        # The round's command, as the incident report lists it, run as a user would paste it:
+        # the same dump of rank 2 from the real dashboard.
+        pid = next(a["pid"] for a in actors(job) if a["rank"] == 2)
+        text = run_pasted(poll.command.format(pid=pid))
+        assert text.startswith(f"Process {pid}: ") and "all_gather" in text
         assert {d.pid for d in poll.dumps} >= {a["pid"] for a in actors(job)} | {job["driver"]}
         assert message.startswith("dumped ")
         for s in feed.statuses():
@@ -266,13 +275,27 @@ async def test_the_app_on_a_ray_cluster_shows_its_node_and_ranks(hung, tmp_path)
         assert {str(table.get_cell(k, "node").text) for k in table.row_keys} == {node.host}
 
 
+def run_pasted(line: str) -> str:
+    """What a shell line of the incident report's commands prints, run as the shell would run
+    it (curl where there is one; else the URL it asks, fetched here)."""
+    argv = shlex.split(line)
+    assert argv[0] == "curl"
+    if shutil.which("curl"):
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+    with urllib.request.urlopen(argv[-1], timeout=60) as answer:
+        return answer.read().decode()
+
+
 def test_the_gcs_port_instead_of_the_dashboard(hung):
     head, _ = hung
     feed = RayFeed(f"127.0.0.1:{head.gcs_port}", timeout=5)
     feed.poll_once()  # what the poll thread does, once, here
+    # No poll ever succeeded: there are no nodes to mark lost, the error is all there is.
+    assert feed.statuses() == [] and feed.hosts() == [] and feed.dump_all() == {}
     assert "does not speak HTTP/1.1" in feed.error and "GCS, 6379 by default" in feed.error
     assert "--ray HEAD:8265" in feed.error
-    assert feed.hosts() == [] and feed.statuses() == [] and feed.dump_all() == {}
     feed.close()
 
 
@@ -301,9 +324,10 @@ def test_profiling_off_then_the_dashboard_gone(ray_ok):
             assert status.reason.startswith(f"nothing listens at {head.dashboard} (connection "
                                             "refused)")
             assert status.retry_at is not None and status.retry_at >= before
-            assert feed.error.startswith("nothing listens at")
+            assert feed.error == status.reason
+            # short, without the host (the app prints "host: message"): the why is the error
             assert feed.dump_all()[host].result(timeout=5) == (
-                False, f"not dumped: {status.reason}")
+                False, "not dumped: the Ray dashboard cannot be read")
         finally:
             feed.close()
 
@@ -362,8 +386,8 @@ def test_a_node_in_a_namespace_is_listed_dumped_and_lost(ray_ok, cluster):
             _, later = got.next(source("procs", bridge))
             assert later.timestamp > lost.since  # the head keeps updating
             after = feed.dump_all(timeout=30)
-            assert after[node_b.address].result(timeout=5) == (False,
-                                                              f"not dumped: {lost.reason}")
+            assert after[node_b.address].result(timeout=5) == (
+                False, "not dumped: Ray marked the node dead")
             assert after[bridge].result(timeout=40)[0] is True
         finally:
             feed.close()
@@ -373,15 +397,22 @@ def test_a_node_in_a_namespace_is_listed_dumped_and_lost(ray_ok, cluster):
 
 # -- bad addresses and broken answers (no Ray needed) ----------------------------------------------
 
-def test_nothing_listening_is_one_clear_message():
+def test_nothing_listening_then_a_dashboard_there():
     port = free_port()
-    feed = RayFeed(f"127.0.0.1:{port}", timeout=5)
-    feed.poll_once()
-    assert feed.error.startswith(f"nothing listens at 127.0.0.1:{port} (connection refused): "
-                                 "no Ray dashboard there")
-    assert "--dashboard-host 0.0.0.0" in feed.error and "ssh -N -L 8265" in feed.error
-    assert feed.statuses() == [] and feed.dump_all() == {}
-    feed.close()
+    feed = RayFeed(f"127.0.0.1:{port}", interval=3600, stack_interval=0, timeout=5)
+    try:
+        feed.poll_once()
+        # No node was ever seen: no status says anything, the error says it all.
+        assert feed.statuses() == [] and feed.dump_all() == {}
+        assert feed.error.startswith(f"nothing listens at 127.0.0.1:{port} (connection "
+                                     "refused): no Ray dashboard there")
+        assert "--dashboard-host 0.0.0.0" in feed.error and "ssh -N -L 8265" in feed.error
+        with script_server(port) as server:  # the dashboard comes up on that port
+            serve(server, "two_nodes")
+            feed.poll_once()
+            assert feed.error == "" and [s.state for s in feed.statuses()] == [LIVE, LIVE]
+    finally:
+        feed.close()
 
 
 def test_the_feed_thread_survives_an_unreachable_dashboard():
@@ -393,7 +424,13 @@ def test_the_feed_thread_survives_an_unreachable_dashboard():
         return [t for t in threading.enumerate() if t.name.startswith("rltui-ray-")]
     try:
         assert feed.wait_settled(10) and "connection refused" in feed.error
-        assert feed.wait_settled(10)  # and again after later polls: the thread goes on
+        first = feed.polls
+        assert first >= 1
+        # The thread goes on polling after failures. Polled: the feed tells no one of a poll.
+        deadline = time.monotonic() + 20
+        while feed.polls < first + 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert feed.polls >= first + 3 and "connection refused" in feed.error
         assert len(threads()) == 2
     finally:
         feed.close()
@@ -419,21 +456,30 @@ def test_a_web_server_that_is_not_ray(tmp_path):
         server.stdout.close()
 
 
+SLOW, REDIRECT = "slow", "redirect"  # an answer's content type that says how to answer
+
+
 class _Scripted(http.server.BaseHTTPRequestHandler):
-    """Answers of a dashboard in trouble, by path (a real HTTP server on loopback)."""
+    """Answers of a dashboard in trouble, by path (a real HTTP server on loopback): (status,
+    content type, body); content type SLOW: the answer waits (until teardown); REDIRECT: the
+    body is the Location."""
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.server.asked.append(self.path)
         path = self.path.split("?")[0]
         if path == "/close":
             self.close_connection = True
             self.connection.shutdown(2)
             return
-        if path == "/slow":
-            self.server.release.wait(10)
         status, ctype, body = self.server.script.get(path, (404, "text/plain", "404: Not Found"))
-        data = body.encode()
+        if path == "/slow" or ctype == SLOW:
+            self.server.release.wait(10)
+        data = body.encode() if ctype != REDIRECT else b""
         self.send_response(status)
-        self.send_header("Content-Type", ctype)
+        if ctype == REDIRECT:
+            self.send_header("Location", body)
+        else:
+            self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         try:
@@ -445,18 +491,27 @@ class _Scripted(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def scripted():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
+@contextlib.contextmanager
+def script_server(port: int = 0) -> Iterator[http.server.ThreadingHTTPServer]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), _Scripted)
     server.daemon_threads = True
     server.script = {}
+    server.asked = []  # request targets, as sent (a proxy gets whole URLs)
     server.release = threading.Event()
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
-    yield server
-    server.release.set()
-    server.shutdown()
-    server.server_close()
+    try:
+        yield server
+    finally:
+        server.release.set()
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def scripted():
+    with script_server() as server:
+        yield server
 
 
 @pytest.mark.parametrize("path, answer, kind, said", [
@@ -502,6 +557,7 @@ def test_a_connection_closed_without_an_answer_and_a_slow_one(scripted):
     assert caught.value.kind == TIMEOUT
     assert caught.value.message == (f"the Ray dashboard at 127.0.0.1:{scripted.server_port} "
                                     "did not answer within 1 s")
+    assert "--connect-timeout S" in caught.value.remedy  # the option that sets it
     with pytest.raises(DashboardError) as caught:
         DashboardClient(parse_address(f"127.0.0.1:{free_port()}")).get("/")
     assert caught.value.kind == REFUSED
@@ -535,14 +591,130 @@ def test_node_states_follow_the_dashboard(scripted):
         assert dead.reason == ("Ray marked the node dead: Unexpected termination: health check "
                                "failed due to missing too many heartbeats")
         assert dead.retry_at is None and dead.last_seen is not None
-        assert feed.dump_all()["10.201.50.2"].result(timeout=5) == (False,
-                                                                    f"not dumped: {dead.reason}")
+        assert feed.dump_all()["10.201.50.2"].result(timeout=5) == (
+            False, "not dumped: Ray marked the node dead")
         scripted.script["/api/v0/nodes"] = (503, "text/html", "<html>restarting</html>")
         feed.poll_once()
         assert {s.state for s in feed.statuses()} == {LOST}
-        assert all("HTTP 503" in s.reason and s.retry_at is not None for s in feed.statuses())
+        assert all(s.reason == feed.error and s.retry_at is not None for s in feed.statuses())
+        assert "HTTP 503" in feed.error
         serve(scripted, "node_dead")
         feed.poll_once()  # the dashboard is back: the head is live again, the dead node not
         assert [s.state for s in feed.statuses()] == [LIVE, LOST] and feed.error == ""
+    finally:
+        feed.close()
+
+
+DEEP = "[" * 200_000 + "]" * 200_000  # far deeper than Python's recursion limit
+
+
+@pytest.mark.parametrize("answer, said", [
+    ((200, SLOW, "{}"), "did not answer within 1 s"),
+    ((404, "text/html", "<html>nope</html>"), "answers HTTP but is not a Ray dashboard"),
+    ((503, "text/html", "<html>restarting</html>"), "answered /api/v0/nodes with HTTP 503"),
+    ((401, "text/plain", "Unauthorized"), "refuses rltui (HTTP 401 on /api/v0/nodes)"),
+    ((200, "text/html", "<html>login</html>"), "with text/html that is not JSON"),
+    ((200, "application/json", DEEP), "with JSON nested too deeply to read"),
+    ((200, "application/json", '{"data": 3}'), "/api/v0/nodes is not a state API answer"),
+], ids=["timeout", "not-ray", "http-503", "http-401", "not-json", "deep-json", "not-state-api"])
+def test_every_failure_of_the_node_listing_is_the_error_until_a_poll_succeeds(scripted, answer,
+                                                                              said):
+    serve(scripted, "two_nodes")
+    feed = RayFeed(f"127.0.0.1:{scripted.server_port}", interval=3600, stack_interval=0,
+                   timeout=1)
+    try:
+        feed.poll_once()
+        assert feed.error == "" and [s.state for s in feed.statuses()] == [LIVE, LIVE]
+        scripted.script["/api/v0/nodes"] = answer
+        feed.poll_once()  # never raises: a hostile answer is an error like any other
+        assert said in feed.error and "bug in rltui" not in feed.error
+        assert all((s.state, s.reason) == (LOST, feed.error) for s in feed.statuses())
+        serve(scripted, "two_nodes")
+        feed.poll_once()
+        assert feed.error == "" and [s.state for s in feed.statuses()] == [LIVE, LIVE]
+        assert feed.polls == 3
+    finally:
+        feed.close()
+
+
+def test_the_error_holds_no_credentials(scripted):
+    token, password = "hf_" + "x" * 30, "pw-hunter2-rltui"
+    feed = RayFeed(f"127.0.0.1:{scripted.server_port}", timeout=5)
+    try:
+        said = f"proxy: Authorization: Bearer {token} with api_key={SECRET}"
+        scripted.script["/api/v0/nodes"] = (500, "application/json", json.dumps(
+            {"result": False, "msg": said, "data": {}}))
+        feed.poll_once()
+        assert "HTTP 500" in feed.error and "Bearer" in feed.error
+        assert token not in feed.error and SECRET not in feed.error
+        login = f"http://admin:{password}@127.0.0.1:{free_port()}/login?token={token}"
+        scripted.script["/api/v0/nodes"] = (302, REDIRECT, login)
+        feed.poll_once()
+        assert "redirects /api/v0/nodes to another host" in feed.error
+        assert password not in feed.error and token not in feed.error
+    finally:
+        feed.close()
+
+
+def test_a_redirect_to_another_host_is_refused_and_one_within_it_followed(scripted):
+    with script_server() as other:  # another port of this host: another server
+        serve(other, "two_nodes")
+        elsewhere = f"http://127.0.0.1:{other.server_port}/api/v0/nodes"
+        scripted.script["/api/v0/nodes"] = (302, REDIRECT, elsewhere)
+        client = DashboardClient(parse_address(f"127.0.0.1:{scripted.server_port}"), timeout=5)
+        with pytest.raises(DashboardError) as caught:
+            client.state_list("nodes")
+        assert caught.value.kind == HTTP and caught.value.status == 302
+        assert caught.value.message == (f"127.0.0.1:{scripted.server_port} redirects "
+                                        f"/api/v0/nodes to another host ({elsewhere}, HTTP "
+                                        "302): not followed")
+        assert "give --ray the dashboard's own address" in caught.value.remedy
+        assert other.asked == []  # not even asked
+    # within the address (a proxy moving the dashboard under a prefix): followed
+    serve(scripted, "two_nodes")
+    scripted.script["/ray/api/v0/nodes"] = scripted.script["/api/v0/nodes"]
+    scripted.script["/api/v0/nodes"] = (307, REDIRECT, "/ray/api/v0/nodes")
+    listed, _ = client.state_list("nodes")
+    assert [r["node_ip"] for r in listed] == ["10.201.50.1", "10.201.50.2"]
+
+
+def test_no_proxy_from_the_environment(scripted, monkeypatch):
+    """An ssh tunnel's 127.0.0.1:8265 sent to a corporate proxy would reach the proxy's own
+    machine: rltui talks to the address given, whatever http_proxy says."""
+    with script_server() as proxy:
+        for name in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy",
+                     "ALL_PROXY"):
+            monkeypatch.setenv(name, f"http://127.0.0.1:{proxy.server_port}")
+        monkeypatch.delenv("no_proxy", raising=False)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        serve(scripted, "two_nodes")
+        client = DashboardClient(parse_address(f"127.0.0.1:{scripted.server_port}"), timeout=5)
+        listed, _ = client.state_list("nodes")
+        assert len(listed) == 2 and proxy.asked == []
+        assert [a.split("?")[0] for a in scripted.asked] == ["/api/v0/nodes"]
+
+
+def test_a_summary_with_numbers_that_are_none_keeps_the_nodes_and_says_why(scripted):
+    """A hostile agent's "inf" never reaches int(): the summary is an answer rltui cannot read,
+    and the summary is optional (the nodes and workers stand, the gpus reading says why)."""
+    serve(scripted, "mismatch")
+    data = json.loads((DATA / "mismatch_summary.json").read_text())
+    data["data"]["summary"][0]["gpus"] = [{"index": 0, "name": "NVIDIA H100", "uuid": "GPU-1",
+                                           "memoryUsed": "inf", "memoryTotal": 81559.0,
+                                           "processesPids": []}]
+    scripted.script["/nodes"] = (200, "application/json", json.dumps(data))
+    got = Readings()
+    feed = RayFeed(f"127.0.0.1:{scripted.server_port}", interval=3600, stack_interval=0,
+                   timeout=5)
+    try:
+        feed.start(got)
+        host, procs = got.next(source("procs"))
+        _, gpus = got.next(source("gpus", host))
+        assert procs.status == OK and len(procs.payload.procs) == 6
+        assert gpus.status == UNAVAILABLE
+        assert gpus.message == (f"Ray's node summary could not be read: 127.0.0.1:"
+                                f"{scripted.server_port} answered /nodes?view=summary with "
+                                "memoryUsed 'inf', which is no finite number in range")
+        assert feed.error == ""
     finally:
         feed.close()

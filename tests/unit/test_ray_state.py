@@ -6,18 +6,25 @@ rltui's own py-spy source shapes them."""
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
+import sys
 from dataclasses import fields
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
 from rltui.model import DENIED, ERROR, OK, UNAVAILABLE, ProcInfo, StackPoll
 from rltui.remote.ray.address import AddressError, parse_address
-from rltui.remote.ray.client import BAD_JSON, HTTP, DashboardError, unwrap_list
-from rltui.remote.ray.stacks import (COMMAND, EXITED, PROFILING_OFF, PROFILING_REMEDY, dump_of,
-                                     dumped, failed_dump, failure_summary, round_reading)
-from rltui.remote.ray.state import (IDLE_ROLE, RayNode, assign_labels, gpu_reading, name_rank,
-                                    node_states, read_nodes, runtime_env_vars)
+from rltui.remote.ray.client import (BAD_JSON, HTTP, TIMEOUT_REMEDY, DashboardClient,
+                                     DashboardError, unwrap_list)
+from rltui.remote.ray.stacks import (EXITED, PROFILING_OFF, PROFILING_REMEDY, TIMEOUT_REMEDY
+                                     as STACK_TIMEOUT_REMEDY, dump_of, dumped, failed_dump,
+                                     failure_summary, round_reading, traceback_command,
+                                     traceback_params)
+from rltui.remote.ray.state import (IDLE_ROLE, BadAnswer, RayNode, assign_labels, gpu_reading,
+                                    name_rank, node_states, read_nodes, runtime_env_vars)
 from rltui.serialize import reading_to_data
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "ray"
@@ -55,6 +62,11 @@ def by_pid(procs) -> dict[int, ProcInfo]:
     ("[fe80::1]:8265", "http://[fe80::1]:8265", "[fe80::1]:8265"),
     ("fe80::1", "http://[fe80::1]:8265", "[fe80::1]:8265"),
     ("  head:8265 ", "http://head:8265", "head:8265"),
+    # a proxy's prefix is kept, percent-encoded: no space in the request line, no brace in
+    # the stack command
+    ("https://proxy.example.com/my ray/{x}/", "https://proxy.example.com:443/my%20ray/%7Bx%7D",
+     "proxy.example.com:443"),
+    ("http://head/a%20b/", "http://head:80/a%20b", "head:80"),  # escaped already: kept
 ])
 def test_addresses_accepted(text, url, label):
     address = parse_address(text)
@@ -178,6 +190,7 @@ def test_a_live_actor_the_worker_list_missed_is_still_a_process():
     ('{"env_vars": {"RANK": "<redacted>"}}', {"RANK": "<redacted>"}),
     ("<redacted>", {}),  # the dashboard hid it whole
     ("", {}), (None, {}), ("{}", {}), ('{"pip": ["x"]}', {}),
+    ("[" * 100_000, {}),  # nested beyond Python's parser: RecursionError, caught
 ])
 def test_runtime_env_vars(env, want):
     assert runtime_env_vars(env) == want
@@ -289,6 +302,47 @@ def test_the_gpus_reading_says_why_there_are_none():
     assert reading.status == OK and reading.payload is state.gpus
 
 
+@pytest.mark.parametrize("field, value", [
+    ("memoryUsed", "inf"), ("memoryUsed", "nan"), ("memoryTotal", "-Infinity"),
+    ("memoryUsed", float("inf")), ("memoryUsed", float("nan")), ("memoryUsed", "1e400"),
+    ("memoryTotal", 10**400), ("utilizationGpu", "NaN"), ("powerMw", 1e300),
+    ("temperatureC", float("-inf")),
+])
+def test_a_number_that_is_none_is_a_bad_answer_not_a_crash(field, value):
+    """A hostile or broken agent's numbers never reach int() (OverflowError, ValueError): the
+    feed reads the summary as an answer it cannot take (tests/integration/test_ray_feed.py)."""
+    nodes = read_nodes(rows("mismatch_nodes.json"))
+    with pytest.raises(BadAnswer) as caught:
+        node_states(nodes, rows("mismatch_actors.json"), rows("mismatch_workers.json"),
+                    with_gpus([dict(GPU, **{field: value})]))
+    assert isinstance(caught.value, ValueError)
+    assert str(caught.value).startswith(f"{field} ")
+    assert str(caught.value).endswith(", which is no finite number in range")
+
+
+@pytest.mark.parametrize("value", ["inf", float("nan"), "1e999"])
+def test_hostile_numbers_in_a_process_of_a_gpu_and_in_a_task_count(value):
+    nodes = read_nodes(rows("mismatch_nodes.json"))
+    proc = [{"pid": 25373, "gpuMemoryUsage": value}]
+    with pytest.raises(BadAnswer, match="gpuMemoryUsage "):
+        node_states(nodes, rows("mismatch_actors.json"), rows("mismatch_workers.json"),
+                    with_gpus([dict(GPU, processesPids=proc)]))
+    entries = summary("mismatch_summary.json")
+    for stats in entries[0]["raylet"]["coreWorkersStats"]:
+        stats["numRunningTasks"] = value
+    with pytest.raises(BadAnswer, match="numRunningTasks "):
+        node_states(nodes, rows("mismatch_actors.json"), rows("mismatch_workers.json"), entries)
+
+
+def test_numbers_as_strings_are_still_read():
+    gpu = dict(GPU, memoryUsed="61440", utilizationGpu="97.5", temperatureC="junk")
+    nodes = read_nodes(rows("mismatch_nodes.json"))
+    (state,) = node_states(nodes, rows("mismatch_actors.json"), rows("mismatch_workers.json"),
+                           with_gpus([gpu])).values()
+    (sample,) = state.gpus.gpus
+    assert (sample.mem_used, sample.util, sample.temperature_c) == (61440 << 20, 97.5, None)
+
+
 # -- the state API's envelope ----------------------------------------------------------------------
 
 def test_unwrap_list_says_when_the_list_is_partial():
@@ -313,9 +367,51 @@ def test_unwrap_list_refuses_what_is_not_a_list(data, kind, said):
     assert caught.value.kind == kind and said in caught.value.message
 
 
+class _Answers(DashboardClient):
+    """A client whose GETs answer from a dict, without a network (path -> status, body)."""
+
+    def __init__(self, answers: dict[str, tuple[int, str]]) -> None:
+        super().__init__(parse_address("h:8265"), timeout=1)
+        self.answers = answers
+
+    def get(self, path, params=(), timeout=None):
+        status, body = self.answers.get(path, (404, "404: Not Found"))
+        return status, "application/json", body
+
+
+DEEP = "[" * 200_000 + "]" * 200_000  # far deeper than Python's recursion limit
+
+
+@pytest.mark.parametrize("answers", [
+    {"/api/v0/nodes": (200, DEEP)},
+    {"/api/v0/nodes": (200, '{"data": ' * 50_000 + "1" + "}" * 50_000)},
+    # a 404 makes the client ask /api/version; a 500 reads the envelope's msg: both deep
+    {"/api/version": (200, DEEP)},
+    {"/api/v0/nodes": (500, DEEP)},
+])
+def test_json_nested_too_deeply_is_a_clear_error_not_a_recursion_error(answers):
+    with pytest.raises(DashboardError) as caught:
+        _Answers(answers).state_list("nodes")
+    assert caught.value.kind in (BAD_JSON, HTTP, "not-ray")
+    if answers.get("/api/v0/nodes", (0,))[0] == 200:
+        assert caught.value.kind == BAD_JSON
+        assert caught.value.message == ("h:8265 answered /api/v0/nodes with JSON nested too "
+                                        "deeply to read: not a Ray dashboard's answer")
+    assert len(caught.value.message) < 400  # the body is not in the message
+
+
+def test_timeout_remedies_name_the_option_that_sets_the_timeout():
+    assert "--connect-timeout" in TIMEOUT_REMEDY and "--connect-timeout" in STACK_TIMEOUT_REMEDY
+    late = failed_dump(ProcInfo(pid=8, rank=1), "timeout", "no answer in 10 s", stamp=5.0)
+    reading = round_reading([late], started=5.0, finished=6.0, trigger="periodic",
+                            command=traceback_command("http://h:8265", "ab", ""))
+    assert reading.remedy == STACK_TIMEOUT_REMEDY
+
+
 # -- stacks ----------------------------------------------------------------------------------------
 
 RANK2 = ProcInfo(pid=25600, rank=2, role="Trainer")
+CMD = "curl -sSg 'http://h:8265/worker/traceback?node_id=ab&pid={pid}&native=0&subprocesses=0'"
 
 
 def test_a_traceback_is_parsed_by_rltuis_py_spy_parser():
@@ -366,7 +462,7 @@ def test_profiling_off_is_one_state_with_the_remedy():
     dumps = [dump_of(ProcInfo(pid=p, rank=r), 403, text, stamp=1.0, duration=0.0)
              for p, r in ((10, 0), (11, 1))]
     assert {d.status for d in dumps} == {PROFILING_OFF}
-    reading = round_reading(dumps, started=1.0, finished=2.0, trigger="on-demand")
+    reading = round_reading(dumps, started=1.0, finished=2.0, trigger="on-demand", command=CMD)
     assert (reading.source, reading.status, reading.payload) == ("stacks", UNAVAILABLE, None)
     assert reading.remedy == PROFILING_REMEDY
     assert "RAY_DASHBOARD_ENABLE_PROFILING=1" in PROFILING_REMEDY
@@ -379,13 +475,14 @@ def test_a_round_is_shaped_like_the_py_spy_sources_round():
     gone = dump_of(ProcInfo(pid=7, rank=None), 500, (DATA / "traceback_gone.txt").read_text(),
                    stamp=5.0, duration=0.1)
     late = failed_dump(ProcInfo(pid=8, rank=1), "timeout", "no answer in 10 s", stamp=5.0)
-    reading = round_reading([good, gone, late], started=5.0, finished=6.5, trigger="periodic")
+    reading = round_reading([good, gone, late], started=5.0, finished=6.5, trigger="periodic",
+                            command=CMD)
     assert (reading.source, reading.status, reading.timestamp) == ("stacks", OK, 6.5)
     assert reading.message == "dumped 1 of 3 workers; 1 exited before the dump, 1 timed out"
     poll = reading.payload
     assert isinstance(poll, StackPoll)
     assert (poll.started, poll.finished, poll.trigger, poll.nonblocking, poll.command) == (
-        5.0, 6.5, "periodic", False, COMMAND)
+        5.0, 6.5, "periodic", False, CMD)
     assert [d.pid for d in poll.dumps] == [25600, 7, 8]
     # the payload round-trips through the recording format like the py-spy source's
     assert reading_to_data(reading)["payload"]["dumps"][0]["rank"] == 2
@@ -394,21 +491,81 @@ def test_a_round_is_shaped_like_the_py_spy_sources_round():
 
 
 def test_an_empty_node_is_an_ok_round():
-    reading = round_reading([], started=1.0, finished=1.0, trigger="on-demand")
+    reading = round_reading([], started=1.0, finished=1.0, trigger="on-demand", command=CMD)
     assert reading.status == OK and reading.payload.dumps == ()
+
+
+NODE_ID = "8f2c1a" * 9 + "ab"  # a Ray node id: 56 hex digits
+
+
+@pytest.mark.parametrize("address", [
+    "head:8265", "[fe80::1]:8265", "https://ray.example.com/ray/",
+    "http://proxy.example.com/it's {a} $(rm -rf ~)/ray",  # quotes, braces, a subshell
+])
+def test_the_stack_command_is_a_shell_line_with_a_pid_placeholder(address):
+    """The incident report pastes ``command.format(pid=...)`` into its commands: that must be
+    one valid shell line asking the dashboard exactly what rltui asks it."""
+    base = parse_address(address).url
+    command = traceback_command(base, NODE_ID, "10.0.0.5")
+    assert command.count("{") == command.count("}") == 1 and "{pid}" in command
+    line = command.format(pid=12345)
+    argv = shlex.split(line)
+    assert argv[:2] == ["curl", "-sSg"] and len(argv) == 3
+    url = urlsplit(argv[2])
+    assert f"{url.scheme}://{url.netloc}" == base[:len(f"{url.scheme}://{url.netloc}")]
+    assert url.path.endswith("/worker/traceback")
+    assert parse_qsl(url.query) == traceback_params(NODE_ID, "10.0.0.5", 12345) == [
+        ("node_id", NODE_ID), ("ip", "10.0.0.5"), ("pid", "12345"), ("native", "0"),
+        ("subprocesses", "0")]
+
+
+def test_the_stack_command_is_valid_for_a_posix_shell():
+    command = traceback_command(parse_address("http://p/it's {a} $(x)/ray").url, NODE_ID, "")
+    line = command.format(pid=7)
+    # sh -c 'printf "%s\n" ARGS' shows what the shell would hand curl: no expansion happened
+    out = subprocess.run(["sh", "-c", "printf '%s\n' " + line.split(" ", 1)[1]],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out == ["-sSg", shlex.split(line)[2]]
+    assert "pid=7&" in out[1] and "ip=" not in out[1]  # no ip known: not sent
+
+
+def test_the_stack_command_holds_no_credentials():
+    command = traceback_command("http://head:8265/sk-" + "a" * 30, NODE_ID, "")
+    assert "sk-" + "a" * 30 not in command
 
 
 # -- layering --------------------------------------------------------------------------------------
 
-def test_rltui_never_imports_ray_and_the_parsers_stay_pure():
-    """``pip install rltui`` has no Ray: the whole package reads the dashboard over HTTP. The
-    JSON and text readers import nothing of the outside world (architecture rule)."""
-    import subprocess
-    import sys
+def _imported(module: str, attribute: str = "") -> list[str]:
+    """The modules a fresh interpreter holds after importing ``module`` (and reading
+    ``attribute`` of it)."""
     code = ("import sys, json, importlib\n"
-            "importlib.import_module('rltui.remote.ray')\n"
-            "bad = ['ray', 'httpx', 'subprocess', 'psutil', 'textual']\n"
-            "print(json.dumps([m for m in bad if m in sys.modules]))\n")
+            f"m = importlib.import_module({module!r})\n"
+            f"getattr(m, {attribute!r}) if {attribute!r} else None\n"
+            "print(json.dumps(sorted(sys.modules)))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
-    assert json.loads(out.stdout) == []
+    return json.loads(out.stdout)
+
+
+def test_rltui_never_imports_ray():
+    """``pip install rltui`` has no Ray: the whole package, the feed included, reads the
+    dashboard over HTTP."""
+    loaded = _imported("rltui.remote.ray", "RayFeed")
+    assert "rltui.remote.ray.feed" in loaded  # the feed was imported, lazily
+    assert [m for m in ("ray", "httpx", "requests", "psutil", "textual") if m in loaded] == []
+
+
+# The outside world: the network, threads, processes, the UI, Ray.
+IMPURE = ("urllib.request", "http.client", "socket", "threading", "subprocess", "psutil",
+          "textual", "ray")
+
+
+@pytest.mark.parametrize("module", ["rltui.remote.ray.state", "rltui.remote.ray.stacks",
+                                    "rltui.remote.ray.address"])
+def test_the_parsers_stay_pure_each_on_its_own(module):
+    """Each pure module, imported alone in a fresh interpreter (the package's __init__ runs
+    first: it must not import the feed), imports nothing of the outside world."""
+    loaded = _imported(module)
+    assert [m for m in IMPURE if m in loaded] == []
+    assert "rltui.remote.ray.feed" not in loaded and "rltui.remote.ray.client" not in loaded

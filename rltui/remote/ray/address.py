@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 DASHBOARD_PORT = 8265
 GCS_PORT = 6379
@@ -69,8 +69,10 @@ def parse_address(text: str) -> DashboardAddress:
         raise AddressError(f"{raw!r} is the Ray Client port ({CLIENT_PORT}, gRPC); "
                            f"{NEEDS_DASHBOARD}")
     # The dashboard's UI routes are fragments (http://head:8265/#/overview): drop them, keep
-    # a path prefix (a dashboard served under /ray/ by a proxy).
-    prefix = parts.path.rstrip("/")
+    # a path prefix (a dashboard served under /ray/ by a proxy). The prefix is percent-encoded
+    # (what is already escaped stays): http.client refuses spaces in a request line, and the
+    # stack command pasted into a shell (stacks.traceback_command) must hold no braces.
+    prefix = quote(parts.path.rstrip("/"), safe="/%:@!$&'()*+,;=~")
     return DashboardAddress(url=f"{parts.scheme}://{host}:{port}{prefix}", host=host,
                             port=port)
 

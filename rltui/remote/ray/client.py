@@ -5,7 +5,14 @@ Every failure is a ``DashboardError`` with a ``kind`` and one sentence for the p
 terminal, naming the address and what to do: nothing listening (the dashboard binds to
 127.0.0.1 on the head unless told otherwise), a port that does not speak HTTP/1.1 (the GCS or
 Ray Client, both gRPC), a web server that is not a Ray dashboard, a Ray without the state API,
-HTTP errors, an answer that is not JSON or too big, no answer in time.
+HTTP errors, a redirect to another host, an answer that is not JSON (or nested too deeply, or
+too big), no answer in time.
+
+Requests go straight to the address given: no proxy from the environment (http_proxy and
+the like are for the way out of a network; the dashboard is on the cluster's own network or
+at the near end of an ssh tunnel, and a tunnel's 127.0.0.1 sent to a proxy would reach the
+proxy's own machine), and no redirect to another host (what rltui reads must come from the
+dashboard it was pointed at).
 """
 
 from __future__ import annotations
@@ -18,11 +25,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from rltui import __version__
-from rltui.redact import scrub_text
+from rltui.redact import redact_url, scrub_text
 from rltui.remote.ray.address import NEEDS_DASHBOARD, DashboardAddress
+from rltui.remote.ray.stacks import TRACEBACK_PATH, traceback_params
 
 MAX_BODY = 64 << 20  # bytes of one answer; a state list of 10,000 workers is a few MB
 LIST_LIMIT = 10_000  # the most rows the state API hands out (RAY_MAX_LIMIT_FROM_API_SERVER)
@@ -36,6 +44,11 @@ BIND_REMEDY = ("The dashboard listens on the head node's 127.0.0.1 unless Ray wa
                "`ray start --head --dashboard-host 0.0.0.0`; from another machine, tunnel it: "
                "`ssh -N -L 8265:127.0.0.1:8265 HEAD`, then --ray 127.0.0.1:8265. The dashboard "
                "comes with `pip install 'ray[default]'` on the head (plain `ray` has none).")
+TIMEOUT_REMEDY = ("Is the head node up and reachable? A busy dashboard answers slowly: raise the "
+                  "timeout of each request with --connect-timeout S.")
+REDIRECT_REMEDY = ("rltui follows redirects only within the address given: give --ray the "
+                   "dashboard's own address. A redirect to a login page is an authenticating "
+                   "proxy, which rltui cannot pass (it sends no credentials).")
 
 
 class DashboardError(Exception):
@@ -55,7 +68,9 @@ class DashboardClient:
     def __init__(self, address: DashboardAddress, timeout: float = 10.0) -> None:
         self.address = address
         self.timeout = timeout
-        self._opener = urllib.request.build_opener()
+        # ProxyHandler({}): no proxy from the environment (the module's docstring says why).
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),
+                                                   _SameOrigin(address))
         self._headers = {"User-Agent": f"rltui/{__version__}", "Accept": "application/json"}
 
     # -- raw
@@ -86,9 +101,7 @@ class DashboardClient:
                                            "no Ray dashboard there", BIND_REMEDY)
         if isinstance(cause, (TimeoutError, socket.timeout)):
             return DashboardError(TIMEOUT, f"the Ray dashboard at {where} did not answer within "
-                                           f"{wait:g} s", "Is the head node up and reachable? "
-                                                          "A busy dashboard answers slowly: "
-                                                          "raise the timeout.")
+                                           f"{wait:g} s", TIMEOUT_REMEDY)
         if isinstance(cause, socket.gaierror):
             return DashboardError(UNREACHABLE, f"{self.address.host} does not resolve "
                                                f"({cause.strerror or cause})", NEEDS_DASHBOARD)
@@ -140,6 +153,10 @@ class DashboardClient:
             raise DashboardError(BAD_JSON, f"{self.address.label} answered {path} with "
                                            f"{ctype or 'a body'} that is not JSON: "
                                            f"{_quote(body)}", NEEDS_DASHBOARD, status) from None
+        except RecursionError:  # a JSON answer nested deeper than Python's parser goes
+            raise DashboardError(BAD_JSON, f"{self.address.label} answered {path} with JSON "
+                                           "nested too deeply to read: not a Ray dashboard's "
+                                           "answer", NEEDS_DASHBOARD, status) from None
 
     def _not_found(self, path: str, ctype: str, body: str) -> DashboardError:
         version = self.ray_version()
@@ -157,7 +174,7 @@ class DashboardClient:
         try:
             status, _, body = self.get("/api/version")
             data = json.loads(body) if status == 200 else None
-        except (DashboardError, ValueError):
+        except (DashboardError, ValueError, RecursionError):
             return None
         version = data.get("ray_version") if isinstance(data, dict) else None
         return version if isinstance(version, str) else None
@@ -186,13 +203,42 @@ class DashboardClient:
                                            "summary list")
         return summary
 
-    def traceback(self, node_id: str, pid: int, timeout: float | None = None
+    def traceback(self, node_id: str, ip: str, pid: int, timeout: float | None = None
                   ) -> tuple[int, str]:
         """(HTTP status, text) of ``/worker/traceback``: py-spy's dump of ``pid``, run by
-        the dashboard agent on the node, or its error."""
-        status, _, body = self.get("/worker/traceback", [("node_id", node_id), ("pid", pid)],
-                                   timeout)
+        the dashboard agent on the node, or its error. The query is the one the round's
+        ``StackPoll.command`` shows (stacks.traceback_params)."""
+        status, _, body = self.get(TRACEBACK_PATH, traceback_params(node_id, ip, pid), timeout)
         return status, body
+
+
+class _SameOrigin(urllib.request.HTTPRedirectHandler):
+    """Redirects within the dashboard's scheme, host and port are followed (a proxy adding a
+    trailing slash); one to anywhere else is a ``DashboardError``."""
+
+    def __init__(self, address: DashboardAddress) -> None:
+        super().__init__()
+        self._address = address
+        self._origin = _origin(address.url)
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if _origin(newurl) != self._origin:
+            fp.close()  # urllib closes it only for a redirect it follows
+            path = urlsplit(req.full_url).path
+            raise DashboardError(HTTP, f"{self._address.label} redirects {path} to another "
+                                       f"host ({redact_url(newurl)}, HTTP {code}): not "
+                                       "followed", REDIRECT_REMEDY, code)
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:  # a port that is no number: not the dashboard's
+        port = -1
+    return scheme, (parts.hostname or "").lower(), port or {"http": 80, "https": 443}.get(scheme)
 
 
 def unwrap_list(data: Any, kind: str, where: str) -> tuple[list, str]:
@@ -231,7 +277,7 @@ def _body(answer: Any, path: str) -> str:
 def _envelope_msg(body: str) -> str:
     try:
         data = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return ""
     msg = data.get("msg") if isinstance(data, dict) else None
     return _quote(msg) if isinstance(msg, str) else ""

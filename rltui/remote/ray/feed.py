@@ -1,6 +1,6 @@
 """``RayFeed``: a Ray cluster's nodes, workers and stacks, read through its dashboard, with the
-interface of rltui's agent feeds (``start``, ``hosts``, ``statuses``, ``dump_all``,
-``close``), so the cluster view takes a Ray job without any rltui process on its nodes.
+interface of rltui's feeds (``start``, ``hosts``, ``statuses``, ``dump_all``, ``close``,
+``error``), so the cluster view takes a Ray job without any rltui process on its nodes.
 
 Two threads: one polls the state API every ``interval`` seconds and sends each live node's
 "procs" and "gpus" readings; one runs stack rounds every ``stack_interval`` seconds (0: only
@@ -10,7 +10,9 @@ carry this machine's clock: the dashboard's own times are not used, so there is 
 
 A node is ``live`` while the state API lists it ALIVE, ``lost`` once Ray marks it DEAD (with
 Ray's reason) or drops it, and every node is ``lost`` while the dashboard cannot be read (with
-why, and when the next poll is); ``closed`` after ``close()``.
+why, and when the next poll is); ``closed`` after ``close()``. Nodes exist only once a poll
+succeeded: while the dashboard cannot be read from the start there are none, and ``error``
+is the one place that says why (the app makes it a symptom, ``diagnose --ray`` prints it).
 """
 
 from __future__ import annotations
@@ -24,18 +26,25 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from rltui.model import ERROR, OK, TIMEOUT, ProcInfo, Reading
+from rltui.redact import scrub_text
 from rltui.remote.ray import stacks as ray_stacks
-from rltui.remote.ray.address import parse_address
+from rltui.remote.ray.address import NEEDS_DASHBOARD, parse_address
+from rltui.remote.ray.client import BAD_JSON, DashboardClient, DashboardError
 from rltui.remote.ray.client import TIMEOUT as HTTP_TIMEOUT
-from rltui.remote.ray.client import DashboardClient, DashboardError
-from rltui.remote.ray.state import (ALIVE, NodeState, RayNode, assign_labels, gpu_reading,
-                                    node_states, read_nodes)
+from rltui.remote.ray.state import (ALIVE, BadAnswer, NodeState, RayNode, assign_labels,
+                                    gpu_reading, node_states, read_nodes)
 from rltui.remote.status import CLOSED, LIVE, LOST, Problem, StreamStatus
 
 OnReading = Callable[[str, Reading], None]
 DUMP_CONCURRENCY = 16  # traceback requests in flight at once, all nodes together
 PROBLEMS_KEPT = 20
 JOIN_S = 2.0  # close() waits this long for each thread (a request in flight may not end)
+# Why a node is not dumped, as dump_all says it: short, since the app prints "host: message";
+# the whole reason is in the node's status and in ``error``.
+DEAD_SHORT = "Ray marked the node dead"
+DROPPED_SHORT = "Ray no longer lists the node"
+UNREADABLE_SHORT = "the Ray dashboard cannot be read"
+CLOSED_SHORT = "the Ray feed is closed"
 
 
 @dataclass(slots=True)
@@ -46,6 +55,7 @@ class _Host:
     since: float = 0.0
     last_seen: float | None = None
     reason: str = ""
+    short: str = ""  # the reason in a few words, for dump_all
     retry_at: float | None = None
     problems: deque = field(default_factory=lambda: deque(maxlen=PROBLEMS_KEPT))
 
@@ -80,6 +90,7 @@ class RayFeed:
         self._labels: dict[str, str] = {}  # node id -> label
         self._live: dict[str, NodeState] = {}  # by label: the latest view of each live node
         self._error: DashboardError | None = None
+        self._polls = 0
         self._on_reading: OnReading | None = None
         self._stop = threading.Event()
         self._polled = threading.Event()
@@ -113,10 +124,6 @@ class RayFeed:
                                  hello=None, pid=None, stderr="")
                     for h in self._hosts.values()]
 
-    def skews(self) -> dict[str, float | None]:
-        """None for every node: readings are stamped with this machine's clock already."""
-        return {host: None for host in self.hosts()}
-
     def settled(self) -> bool:
         """The first poll is done: every live node has sent its procs and gpus readings, or
         the dashboard's trouble is known (``error``)."""
@@ -128,10 +135,18 @@ class RayFeed:
 
     @property
     def error(self) -> str:
-        """Why the dashboard cannot be read now, with the remedy; "" when it can."""
+        """Why the dashboard cannot be read now, with the remedy, in one message scrubbed of
+        credentials; "" once a poll read it. Set by every failed poll, cleared by the next
+        one that succeeds."""
         with self._lock:
             err = self._error
-        return "" if err is None else " ".join(filter(None, (err.message, err.remedy)))
+        return "" if err is None else _said(err)
+
+    @property
+    def polls(self) -> int:
+        """Polls done so far, failed ones included."""
+        with self._lock:
+            return self._polls
 
     def dump_all(self, timeout: float = 30.0) -> dict[str, Future]:
         """A stack round of every worker on every live node now. Each future resolves to
@@ -145,11 +160,11 @@ class RayFeed:
                 done: Future = Future()
                 out[host.label] = done
                 if self._closed:
-                    done.set_result((False, "not dumped: the Ray feed is closed"))
+                    done.set_result((False, f"not dumped: {CLOSED_SHORT}"))
                 elif not self._threads:  # no stack thread to run the round
                     done.set_result((False, "not dumped: the Ray feed is not started"))
                 elif host.state != LIVE:
-                    done.set_result((False, f"not dumped: {host.reason or host.state}"))
+                    done.set_result((False, f"not dumped: {host.short or host.state}"))
                 else:
                     ask.futures[host.label] = done
             if ask.futures:  # under the lock: close() drains whatever was put before it
@@ -165,7 +180,7 @@ class RayFeed:
                 now = self._wall()
                 for host in self._hosts.values():
                     host.state, host.since, host.retry_at = CLOSED, now, None
-                    host.reason = "closed"
+                    host.reason, host.short = "closed", CLOSED_SHORT
             self._stop.set()
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._drain_asks()  # before the sentinel: it must stay for the stack thread
@@ -194,6 +209,14 @@ class RayFeed:
         """One poll: the node, actor and worker lists and the node summary; then the readings.
         Called by the poll thread; tests may call it directly."""
         try:
+            self._poll()
+        finally:
+            with self._lock:
+                self._polls += 1
+
+    def _poll(self) -> None:
+        label = self.address.label
+        try:
             nodes_rows, n_note = self._client.state_list("nodes", detail=True)
             actors, a_note = self._client.state_list(
                 "actors", detail=True, filters=[("state", "=", ALIVE)])
@@ -207,8 +230,18 @@ class RayFeed:
             summary: list | None = self._client.node_summary()
         except DashboardError as exc:
             summary, summary_error = None, exc
-        nodes = read_nodes(nodes_rows)
-        states = node_states(nodes, actors, workers, summary)
+        try:
+            nodes = read_nodes(nodes_rows)
+            try:
+                states = node_states(nodes, actors, workers, summary)
+            except BadAnswer as exc:  # the optional summary's numbers: read without it
+                summary_error = DashboardError(BAD_JSON, f"{label} answered /nodes?view=summary "
+                                                         f"with {exc}")
+                states = node_states(nodes, actors, workers, None)
+        except BadAnswer as exc:
+            self._trouble(DashboardError(BAD_JSON, f"{label} answered the state API with {exc}",
+                                         NEEDS_DASHBOARD))
+            return
         note = "; ".join(filter(None, (n_note, a_note, w_note)))
         now = self._wall()
         out = self._update(nodes, states, now)
@@ -239,19 +272,19 @@ class RayFeed:
                     self._live[host.label] = state
                     out.append((host.label, state))
                 elif node is not None:
-                    why = node.message or "no reason given"
-                    self._set(host, LOST, now, f"Ray marked the node dead: {why}")
+                    why = scrub_text(node.message) or "no reason given"
+                    self._set(host, LOST, now, f"Ray marked the node dead: {why}", DEAD_SHORT)
                 else:
                     self._set(host, LOST, now, "Ray's state API no longer lists the node (the "
                                                "cluster was restarted, or Ray dropped the dead "
-                                               "node)")
+                                               "node)", DROPPED_SHORT)
         return out
 
-    def _set(self, host: _Host, state: str, now: float, reason: str = "",
+    def _set(self, host: _Host, state: str, now: float, reason: str = "", short: str = "",
              retry_at: float | None = None) -> None:
         if host.state != state:
             host.state, host.since = state, now
-        host.reason, host.retry_at = reason, retry_at
+        host.reason, host.short, host.retry_at = reason, short, retry_at
 
     def _trouble(self, exc: DashboardError) -> None:
         """The dashboard cannot be read: every node is lost with why, until the next poll."""
@@ -261,9 +294,10 @@ class RayFeed:
             self._error = exc
             self._live.clear()
             now = self._wall()
-            reason = " ".join(filter(None, (exc.message, exc.remedy)))
+            reason = _said(exc)
             for host in self._hosts.values():
-                self._set(host, LOST, now, reason, retry_at=now + self.interval)
+                self._set(host, LOST, now, reason, UNREADABLE_SHORT,
+                          retry_at=now + self.interval)
 
     def _emit(self, label: str, reading: Reading) -> None:
         callback = self._on_reading
@@ -311,7 +345,7 @@ class RayFeed:
     def _run_round(self, trigger: str, deadline: float, futures: dict[str, Future]) -> None:
         with self._lock:
             plan = dict(self._live)
-            reasons = {h.label: h.reason or h.state for h in self._hosts.values()}
+            reasons = {h.label: h.short or h.state for h in self._hosts.values()}
         for label, done in futures.items():  # lost since dump_all was asked
             if label not in plan and not done.done():
                 done.set_result((False, f"not dumped: {reasons.get(label) or 'not live'}"))
@@ -319,49 +353,51 @@ class RayFeed:
         asked: dict[str, list[tuple[ProcInfo, Future]]] = {label: [] for label in plan}
         # Round-robin over nodes, so that one node with many workers does not hold the others
         # back in the pool's queue.
-        queues = [(label, state.node.node_id, list(state.targets))
-                  for label, state in plan.items()]
+        queues = [(label, state.node, list(state.targets)) for label, state in plan.items()]
         try:
             while any(targets for _, _, targets in queues):
-                for label, node_id, targets in queues:
+                for label, node, targets in queues:
                     if targets:
                         target = targets.pop(0)
                         asked[label].append((target, self._pool.submit(
-                            self._dump_one, node_id, target, deadline)))
+                            self._dump_one, node, target, deadline)))
         except RuntimeError:  # the pool was shut down: closing
             for done in futures.values():
                 if not done.done():
-                    done.set_result((False, "not dumped: the Ray feed is closed"))
+                    done.set_result((False, f"not dumped: {CLOSED_SHORT}"))
             return
         pending = dict(asked)
         while pending:
             for label in [lb for lb, items in pending.items() if all(f.done() for _, f in items)]:
                 items = pending.pop(label)
                 dumps = [_result(f, t, started) for t, f in items]
+                node = plan[label].node
+                command = ray_stacks.traceback_command(self.address.url, node.node_id, node.ip)
                 reading = ray_stacks.round_reading(dumps, started=started,
-                                                   finished=self._wall(), trigger=trigger)
+                                                   finished=self._wall(), trigger=trigger,
+                                                   command=command)
                 self._emit(label, reading)
                 done = futures.get(label)
                 if done is not None and not done.done():
                     # closed meanwhile: the round was not delivered, so it did not happen
-                    done.set_result((False, "not dumped: the Ray feed is closed")
+                    done.set_result((False, f"not dumped: {CLOSED_SHORT}")
                                     if self._stop.is_set() else ray_stacks.dumped(reading))
             rest = [f for items in pending.values() for _, f in items if not f.done()]
             if rest:
                 wait(rest, return_when=FIRST_COMPLETED)
 
-    def _dump_one(self, node_id: str, target: ProcInfo, deadline: float):
+    def _dump_one(self, node: RayNode, target: ProcInfo, deadline: float):
         stamp = self._wall()
         began = time.monotonic()
         left = deadline - began
         if self._stop.is_set():
-            return ray_stacks.failed_dump(target, ERROR, "not dumped: the Ray feed is closed",
+            return ray_stacks.failed_dump(target, ERROR, f"not dumped: {CLOSED_SHORT}",
                                           stamp=stamp)
         if left <= 0:
             return ray_stacks.failed_dump(target, TIMEOUT, "not asked: the round's time ran "
                                                            "out", stamp=stamp)
         try:
-            status, text = self._client.traceback(node_id, target.pid,
+            status, text = self._client.traceback(node.node_id, node.ip, target.pid,
                                                   timeout=min(self.timeout, left))
         except DashboardError as exc:
             state = TIMEOUT if exc.kind == HTTP_TIMEOUT else ERROR
@@ -379,7 +415,13 @@ class RayFeed:
             if ask is not None:
                 for done in ask.futures.values():
                     if not done.done():
-                        done.set_result((False, "not dumped: the Ray feed is closed"))
+                        done.set_result((False, f"not dumped: {CLOSED_SHORT}"))
+
+
+def _said(exc: DashboardError) -> str:
+    """An error as the feed shows it: the message, then the remedy; scrubbed, since the body
+    quotes and Ray's reasons in it come from the cluster."""
+    return scrub_text(" ".join(filter(None, (exc.message, exc.remedy))))
 
 
 def _result(done: Future, target: ProcInfo, stamp: float):

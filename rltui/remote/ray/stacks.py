@@ -1,9 +1,9 @@
 """The dashboard's worker tracebacks -> the same ``StackPoll`` rounds as rltui's own py-spy
 source, so the hang rules read Ray's dumps unchanged. Pure.
 
-``GET /worker/traceback?node_id=N&pid=P`` makes the dashboard agent on node N run
-``py-spy dump -p P`` and answers with py-spy's text (200) or with its failure (500: the
-command, then py-spy's stderr). The text goes through rltui's py-spy parser
+``GET /worker/traceback?node_id=N&ip=IP&pid=P&native=0&subprocesses=0`` makes the dashboard
+agent on node N run ``py-spy dump -p P`` and answers with py-spy's text (200) or with its
+failure (500: the command, then py-spy's stderr). The text goes through rltui's py-spy parser
 (``rltui.parsing.pyspy.parse_text``). Ray's py-spy runs without ``--nonblocking``: each worker
 pauses for the moment of its dump, periodic rounds included.
 """
@@ -11,16 +11,19 @@ pauses for the moment of its dump, periodic rounds included.
 from __future__ import annotations
 
 import re
+import shlex
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
+from urllib.parse import quote_plus
 
 from rltui.model import (DENIED, ERROR, OK, TIMEOUT, UNAVAILABLE, ProcessDump, ProcInfo,
                          Reading, StackPoll)
 from rltui.parsing.pyspy import DumpParseError, parse_text
+from rltui.redact import scrub_text
 
 EXITED = "exited"  # as rltui.sources.stacks.EXITED: the process was gone when dumped
-COMMAND = "py-spy dump --pid {pid} (run by Ray's dashboard agent: GET /worker/traceback)"
+TRACEBACK_PATH = "/worker/traceback"
 MAX_MESSAGE = 300
 
 PROFILING_OFF = "profiling-off"  # a dump's status while the dashboard refuses tracebacks
@@ -33,7 +36,7 @@ PTRACE_REMEDY = ("Ray's dashboard agent runs py-spy on each node as the user tha
                  "it needs ptrace rights on the workers there (a container needs the SYS_PTRACE "
                  "capability; KubeRay: securityContext.capabilities.add: [SYS_PTRACE]).")
 TIMEOUT_REMEDY = ("A worker with many threads, or a busy node or dashboard, takes longer: raise "
-                  "the timeout.")
+                  "the timeout of each request with --connect-timeout S.")
 ERROR_REMEDY = "The dashboard agent's log on that node (dashboard_agent.log) says more."
 
 _GONE = re.compile(r"process is running|no such process|os error 2|os error 3|"
@@ -42,6 +45,32 @@ _DENIED = re.compile(r"permission denied|operation not permitted|ptrace", re.IGN
 _CAUSE = re.compile(r"^\s*\d+: (.+)$")
 _WORDS = {DENIED: "denied", TIMEOUT: "timed out", ERROR: "failed",
           EXITED: "exited before the dump", PROFILING_OFF: "refused (profiling is off)"}
+
+
+def traceback_params(node_id: str, ip: str, pid: int | str) -> list[tuple[str, str]]:
+    """The query of one worker's traceback. ``node_id`` picks the node on Ray 2.x dashboards
+    that know it; older ones look the node up by ``ip`` (and take any node without it).
+    ``native`` and ``subprocesses`` are said, not left to the head's defaults
+    (RAY_DASHBOARD_PROFILING_*_DEFAULT), so that a round is what its ``StackPoll`` says."""
+    params = [("node_id", node_id)]
+    if ip:
+        params.append(("ip", ip))
+    return params + [("pid", str(pid)), ("native", "0"), ("subprocesses", "0")]
+
+
+def traceback_command(base_url: str, node_id: str, ip: str) -> str:
+    """The ``StackPoll.command`` of a node's round: a shell line asking the dashboard for one
+    worker's traceback as rltui does, with a ``{pid}`` placeholder. The incident report pastes
+    ``command.format(pid=...)`` into its list of commands, so the line holds no other brace
+    and is quoted for a POSIX shell; rltui sends no credentials, so it holds none (and what
+    looks like one in the address is hidden)."""
+    hole = "\0"  # cannot survive in the URL: the address and the query are percent-encoded
+    query = "&".join(f"{quote_plus(k)}={hole if k == 'pid' else quote_plus(v)}"
+                     for k, v in traceback_params(node_id, ip, 0))
+    url = f"{scrub_text(base_url)}{TRACEBACK_PATH}?{query}"
+    # -g: no globbing of [..] (an IPv6 host) or {..}; -sS: no progress bar, errors still said
+    line = "curl -sSg " + shlex.quote(url)
+    return line.replace("{", "{{").replace("}", "}}").replace(hole, "{pid}")
 
 
 def dump_of(target: ProcInfo, status: int, text: str, *, stamp: float,
@@ -102,9 +131,10 @@ def failure_summary(text: str) -> str:
 
 
 def round_reading(dumps: Sequence[ProcessDump], *, started: float, finished: float,
-                  trigger: str, note: str = "") -> Reading:
+                  trigger: str, command: str, note: str = "") -> Reading:
     """One node's round as a "stacks" reading, summed up as the py-spy source sums its own:
-    ``ok`` when some worker was dumped; one state with one remedy when none could be."""
+    ``ok`` when some worker was dumped; one state with one remedy when none could be.
+    ``command``: the node's ``traceback_command``."""
     def out(status: str, payload: StackPoll | None, message: str, remedy: str) -> Reading:
         if note:
             message = f"{message}; {note}" if message else note
@@ -114,7 +144,7 @@ def round_reading(dumps: Sequence[ProcessDump], *, started: float, finished: flo
     # The dashboard's refusal is one state of the whole cluster, not an error per worker.
     shown = tuple(replace(d, status=ERROR) if d.status == PROFILING_OFF else d for d in dumps)
     poll = StackPoll(dumps=shown, started=started, finished=finished, trigger=trigger,
-                     nonblocking=False, native=False, command=COMMAND)
+                     nonblocking=False, native=False, command=command)
     if not dumps:
         return out(OK, poll, "no Ray workers to dump on this node", "")
     counts = Counter(d.status for d in dumps)
@@ -135,12 +165,6 @@ def round_reading(dumps: Sequence[ProcessDump], *, started: float, finished: flo
     first = next(d for d in live if d.status != DENIED)
     return out(status, None, f"no worker could be dumped ({trouble}); pid {first.pid}: "
                              f"{first.message}", remedy)
-
-
-def no_round(reason: str, remedy: str, status: str, *, at: float) -> Reading:
-    """A node's round that could not start (the dashboard is unreachable)."""
-    return Reading(source="stacks", timestamp=at, status=status, payload=None, message=reason,
-                   remedy=remedy)
 
 
 def dumped(reading: Reading) -> tuple[bool, str]:

@@ -18,6 +18,8 @@ from:
 - create time: the worker's ``start_time_ms``.
 
 Ray shows no command line, CPU or memory per worker in these lists: they stay unknown (N/A).
+A number that is not one (``"inf"``, ``NaN``, ``1e400``, absurdly large) is no reading of
+anything: ``BadAnswer``, which the feed reports as an answer it cannot read.
 A process's environment beyond what its ``runtime_env`` sets is not visible either, so a rank
 that a program sets for itself at run time (``os.environ["RANK"] = ...`` inside the actor)
 cannot be known: such workers have no rank.
@@ -26,6 +28,7 @@ cannot be known: such workers have no rank.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,6 +48,14 @@ GPU_REMEDY = ("GPU data comes from Ray's dashboard agent on each node (ray[defau
 
 _NAME_RANK = re.compile(r"(?<![a-z])rank[-_= ]?(\d{1,6})(?!\d)", re.IGNORECASE)
 _NIL_ID = re.compile(r"f+")  # Ray's nil ids are all f's: "not an actor"
+# Beyond any count, percentage, MiB or milliwatt a node reports, and small enough that
+# scaling it (MiB -> bytes) stays a finite float.
+MAX_NUMBER = 1e15
+
+
+class BadAnswer(ValueError):
+    """A value in the dashboard's JSON that cannot be what the field means; the message names
+    the field and quotes the value."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +225,7 @@ def runtime_env_vars(serialized: Any) -> dict[str, str]:
     if isinstance(serialized, str):
         try:
             serialized = json.loads(serialized) if serialized.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested beyond the parser
             return {}
     env = serialized.get("env_vars") if isinstance(serialized, dict) else None
     if not isinstance(env, dict):
@@ -255,7 +266,7 @@ def _summaries(summary: Iterable[Any]) -> dict[str, dict]:
             actor = _text(stats.get("actorId"))
             if actor and not _NIL_ID.fullmatch(actor):
                 continue  # an actor's worker: dumped as an actor
-            tasks = _number(stats.get("numRunningTasks"))
+            tasks = _number(stats.get("numRunningTasks"), "numRunningTasks")
             running[stats["pid"]] = int(tasks) if tasks is not None else 0
         gpus = entry.get("gpus")
         out[node_id] = {"hostname": _text(entry.get("hostname")), "running": running,
@@ -289,17 +300,17 @@ def _gpu_poll(gpus: Sequence[Mapping[str, Any]]) -> GpuPoll:
         index = gpu.get("index")
         if not isinstance(index, int):
             continue
-        used, total = (_number(_field(gpu, "memoryUsed", "memory_used")),
-                       _number(_field(gpu, "memoryTotal", "memory_total")))
-        power = _number(_field(gpu, "powerMw", "power_mw"))
-        procs = tuple(GpuProcess(pid=p["pid"], used_memory=_mb(_number(
-            _field(p, "gpuMemoryUsage", "gpu_memory_usage")))) for p in _gpu_processes(gpu))
+        used, total = (_numeric(gpu, "memoryUsed", "memory_used"),
+                       _numeric(gpu, "memoryTotal", "memory_total"))
+        power = _numeric(gpu, "powerMw", "power_mw")
+        procs = tuple(GpuProcess(pid=p["pid"], used_memory=_mb(_numeric(
+            p, "gpuMemoryUsage", "gpu_memory_usage"))) for p in _gpu_processes(gpu))
         samples.append(GpuSample(
             index=index, name=_text(gpu.get("name")), uuid=_text(gpu.get("uuid")),
-            util=_number(_field(gpu, "utilizationGpu", "utilization_gpu")),
+            util=_numeric(gpu, "utilizationGpu", "utilization_gpu"),
             mem_used=_mb(used), mem_total=_mb(total),
             power_w=power / 1000.0 if power is not None else None,
-            temperature_c=_number(_field(gpu, "temperatureC", "temperature_c")),
+            temperature_c=_numeric(gpu, "temperatureC", "temperature_c"),
             processes=procs))
     return GpuPoll(gpus=tuple(sorted(samples, key=lambda s: s.index)))
 
@@ -313,18 +324,35 @@ def _field(d: Mapping[str, Any], *names: str) -> Any:
     return None
 
 
-def _number(value: Any) -> float | None:
-    """A number from JSON; the dashboard writes some counts as strings ("1")."""
+def _numeric(d: Mapping[str, Any], *names: str) -> float | None:
+    """The number in the first of ``names`` that ``d`` has."""
+    return _number(_field(d, *names), next((n for n in names if n in d), names[0]))
+
+
+def _number(value: Any, name: str) -> float | None:
+    """A number from JSON (the dashboard writes some counts as strings: "1"); None when there
+    is none. A value that is not a finite number of sane size raises ``BadAnswer``: ``int()``
+    of it would raise OverflowError or ValueError deep inside a poll."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        return float(value)
     if isinstance(value, str):
         try:
-            return float(value)
+            number = float(value)
         except ValueError:
             return None
-    return None
+    elif isinstance(value, (int, float)):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer of hundreds of digits
+            number = math.inf
+    else:
+        return None
+    if not math.isfinite(number) or abs(number) > MAX_NUMBER:
+        # str() of an int of thousands of digits raises: its size says enough
+        shown = repr(value[:40]) if isinstance(value, str) else (
+            repr(value) if isinstance(value, float) else f"of {value.bit_length()} bits")
+        raise BadAnswer(f"{name} {shown}, which is no finite number in range")
+    return number
 
 
 def _mb(value: float | None) -> int | None:
