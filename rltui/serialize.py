@@ -261,8 +261,8 @@ def _optional_of(cls: Any) -> Any:
 
 
 def _passes_through(cls: Any) -> bool:
-    """True for hints ``_decoder`` returns values of unchecked (``Any``, and what it does not
-    know: ``list[int]``, a bare ``tuple``, a ``Literal``...)."""
+    """True for the hints whose values ``_decoder`` returns unchecked: ``Any``, and what it
+    does not know (``list[int]``, a bare ``tuple``, a ``Literal``...)."""
     if cls is Any:
         return True
     return not (_is_union(cls) or typing.get_origin(cls) in (tuple, dict)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rltui import model
+from rltui import model, serialize
 from rltui.serialize import (
     PAYLOAD_TYPES,
     from_data,
@@ -37,7 +39,8 @@ PROC = model.ProcInfo(
     local_rank=3, world_size=8, local_world_size=8, role="trainer", cpu_percent=99.5,
     rss=12 * 2**30, state="sleeping", num_threads=64, create_time=1000.25, gpu_index=3,
     gpu_from="nvml", debug_env=(("NCCL_DEBUG", "INFO"), ("NCCL_TIMEOUT", "300")),
-    stdout_path="/data/run/rank3.out", stderr_path=None, partial=True, partial_reason="environ denied",
+    stdout_path="/data/run/rank3.out", stderr_path=None, partial=True,
+    partial_reason="environ denied",
 )
 DEPARTED = model.DepartedRank(pid=103, rank=3, last_seen=1001.0, gone_since=1002.5, reason="zombie")
 SOURCE = model.SourceState(name="gpus", status=model.DENIED, last_reading=5.0, last_ok=None,
@@ -243,7 +246,8 @@ def test_reading_defaults_for_missing_status_message_remedy():
 
 
 def test_unknown_source_keeps_the_raw_payload():
-    r = reading_from_data({"source": "future-source", "timestamp": 1.0, "payload": {"lines": ["a"]}})
+    r = reading_from_data({"source": "future-source", "timestamp": 1.0,
+                           "payload": {"lines": ["a"]}})
     assert r.payload == {"lines": ["a"]}
 
 
@@ -272,3 +276,273 @@ def test_bad_readings_are_rejected_with_the_path(data, fragment):
     with pytest.raises(ValueError) as err:
         reading_from_data(data, "line 7")
     assert fragment in str(err.value)
+
+
+# -- the fast tier against the checked decoders ----------------------------------------------
+# Decoding has a fast tier (generated per dataclass) in front of the checked decoders, which
+# keep the paths and raise the errors. These tests hold the two to the same results on recorded
+# readings, on every way of spoiling them one value at a time, and on dataclasses unlike the
+# model's.
+
+SCENARIOS = sorted(Path(__file__).parents[2].glob("fixtures/scenarios/*/readings.jsonl"))
+
+
+def _recorded(path):
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _model_values(value):
+    """Every dataclass value inside ``value``, nested ones included."""
+    if dataclasses.is_dataclass(value):
+        yield value
+        for f in dataclasses.fields(value):
+            yield from _model_values(getattr(value, f.name))
+    elif isinstance(value, tuple):
+        for item in value:
+            yield from _model_values(item)
+
+
+def test_the_recorded_scenarios_are_found():
+    assert len(SCENARIOS) >= 5
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.parent.name)
+def test_every_model_type_in_recorded_readings_round_trips(path):
+    types_seen = set()
+    for data in _recorded(path):
+        reading = reading_from_data(data)
+        assert reading_from_data(json.loads(json.dumps(reading_to_data(reading)))) == reading
+        for value in _model_values(reading.payload):
+            cls = type(value)
+            types_seen.add(cls)
+            back = from_data(cls, json.loads(json.dumps(to_data(value))))
+            assert back == value
+            assert type(back) is cls
+    assert {model.GpuPoll, model.GpuSample, model.GpuProcess, model.ProcPoll, model.ProcInfo,
+            model.LogPoll, model.LogUpdate} <= types_seen
+
+
+def test_recorded_readings_cover_the_nested_types():
+    types_seen = {type(v) for path in SCENARIOS for data in _recorded(path)
+                  for v in _model_values(reading_from_data(data).payload)}
+    assert {model.LogLine, model.StepRecord, model.LogEvent, model.StackPoll,
+            model.ProcessDump, model.ThreadStack, model.Frame} <= types_seen
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.parent.name)
+def test_fast_tier_decodes_recorded_readings_as_the_checked_decoders_do(path):
+    for data in _recorded(path):
+        # called directly: the fast tier must not give up on real readings (falling back to
+        # the checked decoders would be correct, and as slow as before)
+        assert serialize._fast_reading(data) == serialize._checked_reading(data, "$")
+
+
+_DELETE = object()
+_SPOILERS = [None, True, False, 0, 7, -1.5, 2.0, 2**70, "", "x", [], ["x"], [1, 2], [None],
+             [["a", "b"]], {}, {"pid": 1}, _DELETE]
+
+
+def _paths(data, path=()):
+    yield path
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield from _paths(value, (*path, key))
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            yield from _paths(value, (*path, i))
+
+
+def _replaced(data, path, new):
+    """``data`` with the value at ``path`` replaced by ``new`` (or deleted), copying only the
+    containers on the way."""
+    if not path:
+        return new
+    out = dict(data) if isinstance(data, dict) else list(data)
+    if len(path) == 1 and new is _DELETE:
+        del out[path[0]]
+    else:
+        out[path[0]] = _replaced(data[path[0]], path[1:], new)
+    return out
+
+
+def _outcome(decode, *args):
+    try:
+        return "ok", decode(*args)
+    except Exception as exc:  # noqa: BLE001 - the error is the outcome compared
+        return type(exc).__name__, str(exc)
+
+
+def test_spoiled_readings_decode_or_fail_as_the_checked_decoders_do():
+    """Every value (and key) of one recorded reading per source, replaced by values of every
+    JSON type in turn: the same reading or the same error, path and all."""
+    recorded = _recorded(SCENARIOS[0].parent.parent / "demo-cleanup-deadlock" / "readings.jsonl")
+    one_per_source = {d["source"]: d for d in recorded}
+    assert set(one_per_source) == {"gpus", "procs", "logs", "stacks"}
+    outcomes = set()
+    for data in one_per_source.values():
+        for path in list(_paths(data)):
+            for new in _SPOILERS if path else [[], "x", None]:
+                if new is _DELETE and (not path or isinstance(path[-1], int)):
+                    continue
+                spoiled = _replaced(data, path, new)
+                fast = _outcome(reading_from_data, spoiled, "line 3")
+                assert fast == _outcome(serialize._checked_reading, spoiled, "line 3"), path
+                outcomes.add(fast[0])
+    assert outcomes == {"ok", "ValueError"}
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    ({"source": "procs", "timestamp": 1.0,
+      "payload": {"procs": [{"pid": 1}, {"pid": 2}, {"pid": 3}, {"pid": 4, "rank": "3"}]}},
+     "$.payload.procs[3].rank: no type of int | None fits: "
+     "$.payload.procs[3].rank: expected int, got '3'"),
+    ({"source": "procs", "timestamp": 1.0, "payload": {"procs": [{"pid": None}]}},
+     "$.payload.procs[0].pid: expected int, got None"),
+    ({"source": "procs", "timestamp": 1.0, "payload": {"procs": [{"pid": 1, "rank": True}]}},
+     "$.payload.procs[0].rank: no type of int | None fits: "
+     "$.payload.procs[0].rank: expected int, got True"),
+    ({"source": "gpus", "timestamp": 1.0,
+      "payload": {"gpus": [{"index": True, "name": "n", "uuid": "u"}]}},
+     "$.payload.gpus[0].index: expected int, got True"),
+    ({"source": "gpus", "timestamp": 1.0,
+      "payload": {"gpus": [{"index": 0, "name": "n", "uuid": "u", "util": True}]}},
+     "$.payload.gpus[0].util: no type of float | None fits: "
+     "$.payload.gpus[0].util: expected a number, got True"),
+    ({"source": "gpus", "timestamp": True}, "$.timestamp: expected a number, got True"),
+    ({"source": "gpus", "timestamp": 1, "payload": {"gpus": [
+        {"index": 0, "name": "n", "uuid": "u",
+         "processes": [{"pid": 1}, {"pid": 2, "local": 1}]}]}},
+     "$.payload.gpus[0].processes[1].local: expected bool, got 1"),
+    ({"source": "stacks", "timestamp": 1.0, "payload": {"dumps": [{"pid": 1, "threads": [
+        {"thread_id": 1, "frames": [{"name": "a", "filename": "f"},
+                                    {"name": "b", "filename": "f", "line": "7"}]}]}]}},
+     "$.payload.dumps[0].threads[0].frames[1].line: expected int, got '7'"),
+    ({"source": "logs", "timestamp": 1.0, "payload": {"files": [{"path": "p", "status": "ok",
+        "events": [{"kind": "k", "line_no": 1, "end_line": 1, "arrival": 1.0, "summary": "s",
+                    "fields": [["a", 1], ["b", [2]]]}]}]}},
+     "$.payload.files[0].events[0].fields[1][1]: no type of str | int | float | None fits: "
+     "$.payload.files[0].events[0].fields[1][1]: expected str, got [2]; "
+     "$.payload.files[0].events[0].fields[1][1]: expected int, got [2]; "
+     "$.payload.files[0].events[0].fields[1][1]: expected a number, got [2]"),
+    ({"source": "logs", "timestamp": 1.0, "payload": {"files": [{"path": "p", "status": "ok",
+        "steps": [{"step": 1, "line_no": 1, "arrival": 1.0, "metrics": [["loss", None]]}]}]}},
+     "$.payload.files[0].steps[0].metrics[0][1]: expected a number, got None"),
+    ({"source": "procs", "timestamp": 1.0,
+      "payload": {"procs": [{"pid": 1, "debug_env": [["A", "B"], ["C"]]}]}},
+     "$.payload.procs[0].debug_env[1]: expected 2 items, got 1"),
+    ({"source": "gpus", "timestamp": 1.0, "payload": {"gpus": [
+        {"index": 0, "name": "n", "uuid": "u", "throttle_reasons": ["a", None]}]}},
+     "$.payload.gpus[0].throttle_reasons: no type of tuple[str, ...] | None fits: "
+     "$.payload.gpus[0].throttle_reasons[1]: expected str, got None"),
+])
+def test_error_messages_are_unchanged(data, message):
+    with pytest.raises(ValueError) as err:
+        reading_from_data(data)
+    assert str(err.value) == message
+
+
+def test_a_missing_required_field_names_the_object():
+    with pytest.raises(ValueError, match=r"^\$\.payload\.gpus\[0\]: .*'uuid'"):
+        reading_from_data({"source": "gpus", "timestamp": 1.0,
+                           "payload": {"gpus": [{"index": 0, "name": "n"}]}})
+
+
+# Dataclasses unlike the model's, as a registered payload type may be: the fast tier decodes
+# what it can and leaves the rest to the checked decoders, with the same results.
+
+@dataclasses.dataclass(frozen=True)
+class _Odd:
+    a: int
+    items: list[int] = dataclasses.field(default_factory=list)  # not checked: passed as is
+    pair: tuple[str, float] = ("x", 1.0)
+    anything: str | int | float | None = None
+    hidden: int = dataclasses.field(default=0, init=False)
+    table: dict[str, float] = dataclasses.field(default_factory=dict)
+    ratio: float = 0  # an int default stays an int
+    maybe_ratio: float | None = 0
+    later: tuple[int, ...] | None = dataclasses.field(default=None, kw_only=True)
+    empty: tuple[()] = ()
+
+
+@dataclasses.dataclass(frozen=True, init=False)
+class _OwnInit:
+    a: int = 1
+
+    def __init__(self, a: int = 5):  # not the field's default
+        object.__setattr__(self, "a", a)
+
+
+@dataclasses.dataclass(frozen=True, init=False)
+class _ExtraInit:
+    a: int = 1
+    b: int = 2
+
+    def __init__(self, a: int = 1, extra: int = 100, b: int = 2):  # extra is no field
+        object.__setattr__(self, "a", a)
+        object.__setattr__(self, "b", b + extra)
+
+
+@dataclasses.dataclass(frozen=True, init=False)
+class _KwargsInit:
+    a: int = 1
+
+    def __init__(self, **kwargs):
+        object.__setattr__(self, "a", 2 * kwargs.get("a", 10))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Positive:
+    n: int
+
+    def __post_init__(self):
+        if self.n < 0:
+            raise ValueError("negative")
+
+
+# make_dataclass: real types in the annotations (this module's string ones would not resolve)
+_Holder = dataclasses.make_dataclass(
+    "_Holder", [("p", _Positive | dict[str, int] | None, None),
+                ("odd", _Odd | None, None)], frozen=True)
+
+_ODD_DATA = [
+    {"a": 1},
+    {"a": 1, "items": [1, "x"], "pair": ["y", 2], "anything": 3, "table": {"k": 1, "l": 2.5},
+     "ratio": 2, "later": [1, 2], "empty": []},
+    {"a": 1, "anything": "s"}, {"a": 1, "anything": 2.5}, {"a": 1, "anything": [1]},
+    {"a": 1, "anything": True}, {"a": 1, "hidden": 3}, {"a": 1, "pair": ["y"]},
+    {"a": 1, "pair": ("y", 2.0)}, {"a": 1, "table": {"k": "v"}}, {"a": 1, "table": []},
+    {"a": 1, "later": None}, {"a": 1, "later": [True]}, {"a": 1, "empty": [1]},
+    {"a": 1, "ratio": None}, {"a": 1, "maybe_ratio": None}, {"a": 1, "maybe_ratio": 3},
+    {"items": []}, {"a": 1.0}, [],
+]
+
+
+@pytest.mark.parametrize("data", _ODD_DATA, ids=range(len(_ODD_DATA)))
+def test_unusual_dataclasses_decode_as_the_checked_decoders_do(data):
+    for cls, value in [(_Odd, data), (_Holder, {"odd": data}), (_Holder, {"p": data})]:
+        assert _outcome(from_data, cls, value) == _outcome(serialize._decoder(cls), value, "$")
+
+
+def test_unusual_dataclasses_take_the_fast_tier():
+    data = {"a": 1, "items": [1], "pair": ["y", 2], "anything": 3, "ratio": 2, "later": [1]}
+    assert serialize._fast_decoder(_Odd)(data) == from_data(_Odd, data)
+    back = from_data(_Odd, {"a": 1})
+    assert back == _Odd(a=1) and back.items == []
+    assert type(back.ratio) is int and type(back.maybe_ratio) is int
+    assert from_data(_Odd, data).pair == ("y", 2.0)
+
+
+def test_a_hand_written_init_gets_its_own_defaults():
+    assert from_data(_OwnInit, {}).a == 5
+    assert from_data(_OwnInit, {"a": 2}).a == 2
+    assert from_data(_ExtraInit, {"a": 3, "b": 4}) == _ExtraInit(3, b=4)
+    assert from_data(_ExtraInit, {"a": 3, "b": 4}).b == 104
+    assert from_data(_KwargsInit, {}).a == 20
+    assert from_data(_KwargsInit, {"a": 2}).a == 4
+
+
+def test_a_constructor_error_in_a_union_tries_the_next_type():
+    assert from_data(_Holder, {"p": {"n": 1}}).p == _Positive(1)
+    assert from_data(_Holder, {"p": {"n": -1}}).p == {"n": -1}
+    with pytest.raises(ValueError, match=r"^\$\.p: no type of"):
+        from_data(_Holder, {"p": {"n": "x"}})
