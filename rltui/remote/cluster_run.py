@@ -250,12 +250,10 @@ def make_feed(args: argparse.Namespace, settings, *, reconnect: bool) -> Feed:
     check_args(args)
     if getattr(args, "ray", None) is not None:
         from rltui.remote.ray.feed import RayFeed
-        # A headless run that dumps every worker at its end takes no periodic round beside
-        # it: each worker would pause twice, and the two rounds would queue on each other.
-        periodic = settings.pyspy.interval if reconnect or getattr(args, "no_dump", False) \
-            else 0.0
+        # The periodic rounds stay on in a headless run too: the round at its start and the
+        # dump at its end are the two samples that confirm a hang (stuck, not moving).
         try:
-            return RayFeed(args.ray, stack_interval=periodic,
+            return RayFeed(args.ray, stack_interval=settings.pyspy.interval,
                            timeout=args.connect_timeout or DEFAULT_CONNECT_TIMEOUT)
         except ValueError as exc:
             # Not the address itself: it may hold a password (which is why it is refused).

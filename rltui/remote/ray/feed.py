@@ -124,6 +124,19 @@ class RayFeed:
                                  hello=None, pid=None, stderr="")
                     for h in self._hosts.values()]
 
+    def intervals(self) -> dict[str, float]:
+        """Each source's poll interval, s: how old a reading may grow before the header calls
+        it stale. Stack rounds only on request (``stack_interval`` 0) have none."""
+        out = {"procs": self.interval, "gpus": self.interval}
+        if self.stack_interval > 0:
+            out["stacks"] = self.stack_interval
+        return out
+
+    def run_on(self, host: str) -> str:
+        """"" for every node: a round's command asks the dashboard, from this machine (which
+        reaches it), not a command to run on the node over ssh."""
+        return ""
+
     def settled(self) -> bool:
         """The first poll is done: every live node has sent its procs and gpus readings, or
         the dashboard's trouble is known (``error``)."""
@@ -151,7 +164,8 @@ class RayFeed:
     def dump_all(self, timeout: float = 30.0) -> dict[str, Future]:
         """A stack round of every worker on every live node now. Each future resolves to
         ``(ok, message)`` once that node's round went out through ``on_reading`` (or at once,
-        for a node that is lost); every one resolves within about ``timeout`` seconds."""
+        for a node that is lost); every one resolves within about ``timeout`` seconds. The
+        messages are short and do not name the node (the app prints ``host: message``)."""
         deadline = time.monotonic() + timeout
         out: dict[str, Future] = {}
         ask = _Ask(deadline, {})
