@@ -10,12 +10,15 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from rltui.model import Reading
 from rltui.sources.base import Source, guarded_poll
 from rltui.sources.record import Recorder
 from rltui.sources.replay import Player, Scenario
+
+if TYPE_CHECKING:  # the feed is the process side of many nodes; a bundle only holds it
+    from rltui.remote.feed import Feed
 
 
 @dataclass
@@ -36,7 +39,7 @@ class Bundle:
     # are off (pyspy.interval 0).
     stacks: Source | None = None
     # Across nodes: the feed of every node's readings (rltui.remote.feed); no local sources.
-    feed: object | None = None
+    feed: Feed | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)
     _closed: bool = False
 

@@ -41,6 +41,8 @@ class SymptomsPane(Vertical):
         self._view: View | None = None
         self._list_key: tuple | None = None
         self._detail_key: tuple | None = None
+        self._detail_shape: tuple | None = None  # what decides whether a layout pass is needed
+        self._detail_rest: tuple = ()
 
     def compose(self) -> ComposeResult:
         yield self.options
@@ -97,12 +99,14 @@ class SymptomsPane(Vertical):
         key = (s, view.diagnosis.notes, shown_age, view.palette)
         if key == self._detail_key:
             return
-        # Only the age changed (every second for a timed symptom): the same lines, so no
-        # layout pass of the whole screen (which the default update asks for).
-        only_age = self._detail_key is not None and self._detail_key[:2] == key[:2] \
-            and self._detail_key[3] == key[3]
-        self._detail_key = key
-        self.detail.update(self._detail_text(s, view), layout=not only_age)
+        # The same symptom with the same number of lines (its age, or a "last heard N s ago"
+        # in its evidence, ticking every second): redraw it without a layout pass of the whole
+        # screen, which the default update asks for and which costs most of a refresh.
+        shape = (s.id, len(s.evidence), len(s.next_steps)) if s else None
+        same_shape = shape == self._detail_shape and key[1:2] + key[3:] == self._detail_rest
+        self._detail_key, self._detail_shape = key, shape
+        self._detail_rest = key[1:2] + key[3:]
+        self.detail.update(self._detail_text(s, view), layout=not same_shape)
 
     def _detail_text(self, s: Symptom | None, view: View) -> Group:
         pal = view.palette
