@@ -140,6 +140,9 @@ class RayHead:
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", PYTHONUNBUFFERED="1")
+        # Ray's dashboard agent runs py-spy by name: the interpreter's own scripts (a venv's
+        # bin, where py-spy is installed) come first even when the venv is not activated.
+        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
         env.pop("RAY_ADDRESS", None)
         if self.profiling:
             env["RAY_DASHBOARD_ENABLE_PROFILING"] = "1"

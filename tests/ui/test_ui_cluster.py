@@ -19,6 +19,7 @@ from pathlib import Path
 from rltui.config import Cadence, Settings
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.remote.feed import AgentFeed
+from rltui.remote.timing import Backoff
 from rltui.remote.transports import LOCAL, Launch
 from rltui.sources.bundle import Bundle
 from rltui.ui import build_app
@@ -138,7 +139,9 @@ async def test_dump_asks_every_node_and_the_stacks_span_nodes(tmp_path):
 
 async def test_a_node_lost_mid_stream_while_the_other_keeps_updating(tmp_path):
     plan = [replay_node("node01", 0, "--loop"), replay_node("node02", 1, "--loop")]
-    app = cluster_app(tmp_path, plan)
+    # The first retry 5 s after the loss, not 0.5-1 s: long enough that the screen can be read
+    # while the node is lost, on a loaded machine too; it still comes back by itself after.
+    app = cluster_app(tmp_path, plan, backoff=Backoff(initial=5.0, jitter=0.0))
     async with app.run_test(size=(120, 40)) as pilot:
         view = await until(app, lambda v: set(states(v).values()) == {"live"}, "both live")
         victim = next(s for s in app.feed.streams if s.host == "node02").status().pid
