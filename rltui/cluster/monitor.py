@@ -105,6 +105,15 @@ class ClusterMonitor:
         if skew is not None:
             self._skew[status.host] = skew
 
+    def follow(self, feed: Any) -> None:
+        """Take what a feed (rltui.remote.feed) says of its nodes as a whole: each stream's
+        status, the job's name once known, and why the source cannot be read, if so."""
+        for status in feed.statuses():
+            self.update_status(status)
+        if feed.job and not self.job:
+            self.job = feed.job
+        self.feed_error = feed.error
+
     def status(self, host: str) -> HostStatus:
         """The caller's word when given; else live once a reading arrived, connecting before."""
         given = self._status.get(host)

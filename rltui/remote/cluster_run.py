@@ -179,13 +179,6 @@ class HeadlessRun:
     def _settled(self) -> bool:
         return self.feed.settled()
 
-    def _statuses(self) -> None:
-        for status in self.feed.statuses():
-            self.monitor.update_status(status)
-        if self.feed.job and not self.monitor.job:
-            self.monitor.job = self.feed.job
-        self.monitor.feed_error = self.feed.error
-
     def _drain(self) -> None:
         while True:
             try:
@@ -211,12 +204,12 @@ class HeadlessRun:
             self.monitor.ingest(host, reading)
             if time.monotonic() - observed >= OBSERVE_EVERY_S:
                 observed = time.monotonic()
-                self._statuses()
+                self.monitor.follow(self.feed)
                 self.monitor.observe(time.time())
         if self.dump_timeout is not None:
             self._dump_at_end(self.dump_timeout)
         self._drain()
-        self._statuses()  # the states now, before closing makes them "closed"
+        self.monitor.follow(self.feed)  # the states now, before closing makes them "closed"
         self._unanswered()
 
     def _unanswered(self) -> None:

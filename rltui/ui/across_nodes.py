@@ -76,11 +76,7 @@ class AcrossNodes:
 
     def _evaluate_cluster(self, now: float) -> View:
         assert self.cluster is not None and self.feed is not None
-        for status in self.feed.statuses():
-            self.cluster.update_status(status)
-        if self.feed.job and not self.cluster.job:
-            self.cluster.job = self.feed.job
-        self.cluster.feed_error = self.feed.error
+        self.cluster.follow(self.feed)
         self.intervals = self.feed.intervals()  # the header's staleness, per the nodes' cadence
         snap, diagnosis = self.cluster.evaluate(now)
         assert snap.merged is not None

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import pytest
 
 from rltui.cli import main
 from tests.fakes.engine_server import EngineServer
+from tests.integration.ctrl_c import ctrl_c, reaped
 
 pytestmark = pytest.mark.integration
 
@@ -158,15 +158,10 @@ def test_ctrl_c_prints_the_partial_report_and_exits_130(tiny_model, tmp_path):
         process = subprocess.Popen(
             [sys.executable, "-m", "rltui", *args(dataset, tiny_model, server.v1, "--json")],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
+        with reaped(process):
             # a generation request is in the server, waiting out its delay
             assert server.request_received.wait(120), process.stderr.read()
-            process.send_signal(signal.SIGINT)
-            out, err = process.communicate(timeout=60)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
+            out, err = ctrl_c(process)
     assert process.returncode == 130, err
     doc = json.loads(out)
     assert doc["partial"] is True and doc["cancelled"] is True

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.engine_server import EngineServer
+from tests.integration.ctrl_c import ctrl_c, reaped
 
 pytestmark = pytest.mark.integration
 
@@ -76,15 +77,10 @@ def test_ctrl_c_during_a_reference_load_that_never_ends_exits_130(tiny_model, tm
     with EngineServer(tiny_model, fast=True) as server:
         process = start(tmp_path, BLOCKED_LOAD, "rollout-check", "--dataset", str(dataset),
                         "--reference", str(tiny_model), "--server", server.v1, "--json")
-        try:
+        with reaped(process):
             before = wait_for_line(process, "reference load started")
-            process.send_signal(signal.SIGINT)
             # without the daemon thread, Python would join the load at exit: no end at all
-            out, err = process.communicate(timeout=60)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
+            out, err = ctrl_c(process)
     err = "".join(before) + err
     assert process.returncode == 130, err
     doc = json.loads(out)
@@ -95,16 +91,11 @@ def test_ctrl_c_during_a_reference_load_that_never_ends_exits_130(tiny_model, tm
 
 def test_a_second_ctrl_c_quits_at_once_with_the_output_flushed(tmp_path):
     process = start(tmp_path, STUCK_CHECK)
-    try:
+    with reaped(process):
         wait_for_line(process, "check started")
         process.send_signal(signal.SIGINT)
         wait_for_line(process, "Ctrl-C again to quit at once")
-        process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
+        out, err = ctrl_c(process)
     assert process.returncode == 130, err
     assert out == "printed before the quit\n"
     assert "Traceback" not in err and "Exception ignored" not in err

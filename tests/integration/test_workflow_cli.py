@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import os
 import queue
-import signal
 import subprocess
 import sys
 
 import pytest
 
 from tests.fakes.agents.harness import AGENTS, chat_server, write_jsonl
+from tests.integration.ctrl_c import ctrl_c, reaped
 
 pytestmark = pytest.mark.integration
 
@@ -235,15 +235,10 @@ def test_ctrl_c_prints_the_partial_report_and_exits_130(data):
              str(AGENTS), *SMALL, "--data", str(data), "--base-url", url, "--timeout", "900",
              "--kwargs", '{"model": "echo@900"}', "--json"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        try:
+        with reaped(process):
             # step one's request is in the server, waiting out its delay
             assert requests.get(timeout=120).endswith("/chat/completions")
-            process.send_signal(signal.SIGINT)
-            out, err = process.communicate(timeout=60)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
+            out, err = ctrl_c(process)
     assert process.returncode == 130, err
     doc = json.loads(out)
     assert doc["partial"] and doc["partial_reason"] == "cancelled during the single step"
