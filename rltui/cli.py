@@ -122,9 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="lowest severity that makes the exit code 1 (default critical)")
     dg.add_argument("--duration", type=float, default=1.0,
                     help="seconds to sample live sources (default 1; sustained checks need more)")
-    dg.add_argument("--stacks", metavar="DIR",
-                    help="also read saved py-spy dumps (text or JSON, one file per process, "
-                         "rank<N> in the file name) and classify the hang")
+    dg.add_argument("--stacks", metavar="PATH",
+                    help="also read saved stack dumps and classify the hang: a folder (one "
+                         "file per process, rank<N> in the file name) or one file (a shell "
+                         "loop's output, a log with dumps in it); py-spy text or JSON, "
+                         "faulthandler, with Ray/torchrun/docker prefixes (docs/stacks.md)")
     dg.add_argument("--report", metavar="DIR",
                     help="also write an incident report (incident.md and incident.json) into "
                          "DIR: symptoms, stack classes, ranks, log tails, debug env, commands")
@@ -164,8 +166,10 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("stacks", help="compare saved py-spy dumps of all ranks (STAT-style)",
                         description="Opens the compare screen on a folder of saved py-spy dumps: "
                                     "one file per process, text or --json in any mix, rank<N> "
-                                    "in the file name, or one file with several dumps.")
-    st.add_argument("dir", metavar="DIR")
+                                    "in the file name, or one file with several dumps (a shell "
+                                    "loop's output, a log with dumps in it, faulthandler "
+                                    "output).")
+    st.add_argument("dir", metavar="PATH")
     _add_config_option(st)
 
     from rltui.agent.cli import add_arguments as agent_arguments

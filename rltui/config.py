@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from rltui.diagnosis.thresholds import Thresholds
+from rltui.model import LOG_FORMATS
 
 THEMES = ("dark", "light", "colorblind")
 
@@ -178,7 +179,7 @@ def _logs(node: yaml.Node, name: str) -> Logs:
             logs = replace(logs, paths=_string_list(value_node, name, "logs.paths"))
         elif key == "format":
             fmt = _scalar(value_node, str, name, "logs.format")
-            known = ("auto", "verl", "areal", "openrlhf", "torchtitan", "hf")
+            known = ("auto", *(f for f in LOG_FORMATS if f not in ("custom", "unknown")))
             if fmt not in known:
                 raise ConfigError(f"{name} line {line}: logs.format: unknown format {fmt!r} "
                                   f"(one of {', '.join(known)})")

@@ -96,8 +96,10 @@ class LogBook:
         for step in u.steps:
             f.steps_seen += 1
             f.recent.append(step)
-            if f.last_step is None or step.when >= f.last_step.when or u.reset:
-                f.last_step = step
+            # The last step is the last one in file order, never the one with the latest
+            # stamp: clocks step back, and a log stamped with the time of day only wraps
+            # at midnight (a torchtitan log said 110 while its last line was step 120).
+            f.last_step = step
             if step.total is not None:
                 f.total_steps = step.total
         f.events.extend(u.events)

@@ -220,7 +220,10 @@ class Diagnosis:
 # A log source reads files incrementally; the pure parsers turn each new line into LogLine,
 # StepRecord and LogEvent values; the snapshot fold keeps a bounded LogFileState per file.
 
-LOG_FORMATS = ("verl", "areal", "openrlhf", "torchtitan", "hf", "custom", "unknown")
+# Every format name the step reader reports: the registry's (rltui.frameworks, which imports
+# this module and so cannot be imported here; a test holds the two equal) plus these two.
+LOG_FORMATS = ("verl", "areal", "openrlhf", "torchtitan", "megatron", "deepspeed", "hf",
+               "custom", "unknown")
 
 # Normalised names of the step metrics that matter in triage (parsers map framework keys here).
 TRIAGE_METRICS = ("loss", "reward", "entropy", "grad_norm", "step_time", "throughput",
@@ -367,6 +370,12 @@ class ThreadStack:
         return self.status.startswith("active")
 
 
+# Dumps read from text that named no pid (a paste of frames, "6 processes are in:") are numbered
+# from here, so that two of them are two processes; no system hands out pids this large.
+ANONYMOUS_PID = 1 << 40
+CRASHED = "crashed"
+
+
 @dataclass(frozen=True, slots=True)
 class ProcessDump:
     """One process's stacks at one moment, from a live dump or a saved file."""
@@ -378,9 +387,12 @@ class ProcessDump:
     command: str = ""
     source: str = ""  # the file it was read from, or "live"
     timestamp: float | None = None
-    status: str = OK  # ok | exited (died during the dump) | timeout | denied | error
+    # ok | exited (died during the dump) | timeout | denied | error | crashed (the stacks were
+    # printed as the process died: faulthandler's "Fatal Python error: ...", in ``message``)
+    status: str = OK
     message: str = ""
     duration: float | None = None  # seconds py-spy took for this process
+    role: str = ""  # what the text said the process is: a Ray actor, "sglang scheduler TP3"
 
 
 @dataclass(frozen=True, slots=True)

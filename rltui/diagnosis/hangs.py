@@ -64,6 +64,38 @@ def still_here(poll: StackPoll, gone: Mapping[int, float]) -> list[ProcessDump]:
     return [d for d in poll.dumps if d.pid not in gone or poll.started >= gone[d.pid]]
 
 
+def absent_ranks(snap: NodeSnapshot) -> set[int]:
+    """Ranks known to be gone, from every source at hand, not only the stacks:
+
+    * departed ranks (seen alive, then gone);
+    * torchrun's failure summary (``child-failed``) naming a rank;
+    * beside saved dumps: a rank that has a log and no dump;
+    * WORLD_SIZE of a job that lives on this node alone, minus the ranks alive here.
+    """
+    gone = {d.rank for d in snap.departed if d.rank is not None}
+    dumped = {d.rank for d in (snap.stacks[-1].dumps if snap.stacks else ())
+              if d.rank is not None}
+    saved = bool(snap.stacks) and snap.stacks[-1].trigger == "saved"
+    for log in snap.logs:
+        for e in log.events:
+            if e.kind == "child-failed":
+                r = e.field("rank")
+                if isinstance(r, int) and r not in dumped:
+                    gone.add(r)
+        if saved and log.rank is not None and log.rank not in dumped:
+            # A log and no dump beside the others' dumps: it had exited (its log's last
+            # event, a crash or the completion banner, says how, in the log rules' symptoms).
+            gone.add(log.rank)
+    live = [p for p in snap.live_procs if p.rank is not None]
+    sizes = {p.world_size for p in live if p.world_size}
+    locals_ = {p.local_world_size for p in live}
+    if len(sizes) == 1 and locals_ == sizes:  # the whole job is on this node
+        size = sizes.pop()
+        if size <= 65_536:
+            gone |= set(range(size)) - {p.rank for p in live} - dumped
+    return gone
+
+
 def stack_report(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
                  th: Thresholds | None = None) -> StackReport | None:
     """The hang report of the snapshot's stack rounds; None when there are none."""
@@ -72,7 +104,7 @@ def stack_report(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
     if not snap.stacks:
         return None
     th = th or Thresholds()
-    missing = tuple(sorted({d.rank for d in snap.departed if d.rank is not None}))
+    missing = tuple(sorted(absent_ranks(snap)))
     # The rule and Monitor.stacks ask about the same snapshot: read the logs once.
     if _state_memo is not None and _state_memo[0] is snap:
         stalled = _state_memo[1]

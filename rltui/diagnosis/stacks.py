@@ -25,9 +25,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rltui.diagnosis.stacktree import (CLEANUP_OPS, Interner, StackClass, StackTree, is_wrapper,
-                                       loop_index, merge, mixed_naming, pids_of, ranks_of,
+                                       loop_index, member_key, merge, mixed_naming, pids_of,
+                                       ranks_of,
                                        same_place, short_name)
-from rltui.model import Frame, ProcessDump, Symptom
+from rltui.model import CRASHED, Frame, ProcessDump, Symptom
 from rltui.rankset import compact, label
 
 CLEANUP_DEADLOCK = "hang-cleanup-deadlock"
@@ -126,6 +127,12 @@ def classify(samples: Sequence[Sequence[ProcessDump]] | Sequence[ProcessDump],
     if samples and isinstance(samples[0], ProcessDump):
         samples = [samples]  # type: ignore[list-item]
     samples, others = _ranked_only(samples)  # type: ignore[arg-type]
+    # A dump printed as its process died (faulthandler on a fatal error) is a rank that left,
+    # not one that waits: the others wait for it.
+    crashed = [d for d in (samples[-1] if samples else ()) if d.status == CRASHED]
+    if crashed:
+        samples = [[d for d in s if d.status != CRASHED] for s in samples]
+        missing_ranks = set(missing_ranks) | {d.rank for d in crashed if d.rank is not None}
     it = Interner(alias=mixed_naming(d for s in samples for d in s))  # type: ignore[union-attr]
     trees = [merge(s, lines=lines, interner=it) for s in samples]  # type: ignore[arg-type]
     if not trees:
@@ -141,7 +148,9 @@ def classify(samples: Sequence[Sequence[ProcessDump]] | Sequence[ProcessDump],
     missing -= present
     memo: dict[tuple[int, int], bool] = {}
     classes = _with_teardown(tuple(_with_state(c, trees, it, memo) for c in tree.classes))
-    notes = _notes(tree, it)
+    notes = _notes(tree, it) + tuple(
+        f"{who([member_key(d)])} crashed ({d.message}): its stacks were printed as it died."
+        for d in crashed[:4])
     if others:
         shown = ", ".join(map(str, others[:8])) + (", ..." if len(others) > 8 else "")
         notes += (f"{len(others)} process(es) without a rank (pid {shown}: a launcher, a Ray "
@@ -152,6 +161,9 @@ def classify(samples: Sequence[Sequence[ProcessDump]] | Sequence[ProcessDump],
         "duplicate_ranks": ranks_of(tree.duplicates), "notes": notes, "other_pids": others}
 
     def report(verdict, title, text, pattern=None, symptom_id=None, **more) -> StackReport:
+        threads = _thread_notes(classes)
+        if threads:
+            text = f"{text} {threads}"
         if notes:
             text = f"{text} {' '.join(notes)}"
         args = base | more
@@ -227,7 +239,20 @@ def classify(samples: Sequence[Sequence[ProcessDump]] | Sequence[ProcessDump],
     loop = [c for c in classes if not c.teardown]
     if (teardown and loop) or missing:
         return _pattern_a(classes, teardown, loop, missing, div, branches, report)
+    if teardown:
+        return _teardown_only(teardown, report)
     return _pattern_b_or_c(classes, div, branches, report)
+
+
+def _thread_notes(classes: Sequence[StackClass]) -> str:
+    """Which thread waits, where it is not the main one (DeepSpeed's ZeRO-3 prefetch, a
+    pipeline's comms thread, an async weight sync): the main thread may look idle elsewhere."""
+    parts = [f"{who(c.members)}: thread {c.thread!r}" for c in classes[:4]
+             if c.op is not None and c.thread and c.thread != "MainThread"]
+    if not parts:
+        return ""
+    return ("The wait is on another thread than MainThread (" + "; ".join(parts) + "), "
+            "chosen because it is the one in communication.")
 
 
 def _with_state(c: StackClass, trees: Sequence[StackTree], it: Interner,
@@ -350,36 +375,71 @@ def _loop_frame(spinning: Sequence[StackClass], trees: Sequence[StackTree],
 
 
 def _pattern_a(classes, teardown, loop, missing, div, branches, report) -> StackReport:
-    left = [m for c in teardown for m in c.members]
+    exiting = [m for c in teardown if c.exiting for m in c.members]
+    cleanup = [c for c in teardown if not c.exiting]
+    left = [m for c in cleanup for m in c.members]
     waiting_loop = [c for c in loop if c.op is not None] or loop
     waiters = [m for c in waiting_loop for m in c.members]
+    ops = sorted({c.op.name for c in waiting_loop if c.op is not None})
     parts = []
     if missing:
         parts.append(f"{label(missing)} exited (missing from the dump)")
+    if exiting:
+        tip = next(c for c in teardown if c.exiting).tip
+        parts.append(f"{who(exiting)} {_verb(exiting, 'is', 'are')} exiting: the main thread "
+                     f"has left the script and sits in {where(tip)} (atexit or the "
+                     "interpreter's shutdown)")
     if left:
         parts.append(f"{who(left)} {_verb(left, 'sits', 'sit')} in cleanup "
-                     f"{_op_text(teardown[0])}")
+                     f"{_op_text(cleanup[0])}")
     gone = " and ".join(parts)
     text = (f"{gone}, while {who(waiters) if waiters else 'no other rank'} "
             f"{_verb(waiters, 'waits', 'wait')} "
             + "; ".join(_op_text(c) for c in waiting_loop[:3]) + ". ")
+    culprits = sorted(set(missing) | set(ranks_of(exiting)) | set(ranks_of(left)))
+    gone_who = label(culprits) if culprits else who(exiting + left)
     if waiters:
-        text += (f"{who(waiters)} {_verb(waiters, 'waits', 'wait')} for "
-                 f"{label(missing) if missing else who(left)}, which "
-                 "left the training loop and will never join that call. ")
+        text += (f"{who(waiters)} {_verb(waiters, 'waits', 'wait')} for {gone_who}, which "
+                 "left the training loop and will never join that call: "
+                 f"{who(waiters)} {_verb(waiters, 'is its victim', 'are its victims')}, not "
+                 "the cause. ")
     if div is not None and branches:
         text += f"The ranks diverge below {where(div)}. "
-    suspects = sorted(set(missing) | set(ranks_of(left)))
-    text += (f"Look at why {label(suspects) if suspects else 'those ranks'} left the loop: "
-             "the exception in the log is the root cause (it may have been swallowed by "
-             "cleanup code in __exit__); rerun with CUDA_LAUNCH_BLOCKING=1 if it was a CUDA "
+    text += (f"Look at why {gone_who if culprits or exiting or left else 'those ranks'} left "
+             "the loop: the exception in the log is the root cause (it may have been swallowed "
+             "by cleanup code in __exit__); rerun with CUDA_LAUNCH_BLOCKING=1 if it was a CUDA "
              "error.")
-    if missing and not left:
-        title = f"{label(missing)} exited while {who(waiters)} {_verb(waiters, 'waits', 'wait')}"
+    at = f" in {', '.join(ops[:2])}" if ops else ""
+    verb = _verb(waiters, "waits", "wait")
+    if (missing or exiting) and not left:
+        what = []
+        if missing:
+            what.append(f"{label(missing)} exited")
+        if exiting:
+            what.append(f"{who(exiting)} {_verb(exiting, 'is', 'are')} exiting")
+        title = f"{' and '.join(what)}; {who(waiters)} {verb} for it{at}" if waiters else \
+            " and ".join(what)
     else:
         title = f"Cleanup deadlock: {who(left or missing)} in teardown, {who(waiters)} wait"
     return report(HANG, title, text, pattern="A", symptom_id=CLEANUP_DEADLOCK,
-                  suspect_ranks=tuple(suspects))
+                  suspect_ranks=tuple(culprits))
+
+
+def _teardown_only(teardown, report) -> StackReport:
+    """Every dumped rank is in teardown and nothing says who else there was: they wait for
+    ranks that are not in the dump (exited, or on another node). Not pattern C: no rank waits
+    inside the loop, and the ranks that left are where the cause is."""
+    left = [m for c in teardown for m in c.members]
+    exiting = [m for c in teardown if c.exiting for m in c.members]
+    how = "are exiting (the main thread left the script)" if exiting and len(exiting) == len(
+        left) else _op_text(teardown[0]).replace("in ", "wait in ", 1)
+    text = (f"Every dumped rank ({who(left)}) is in cleanup: {who(left)} {how}. A rank in "
+            "teardown waits for peers that have left the training loop or were never dumped: "
+            "dump every rank of the job (all nodes), and read the logs of the ranks missing "
+            "here for the exception that ended them; cleanup code in __exit__ or finally may "
+            "have swallowed it.")
+    return report(HANG, f"{who(left)} in teardown; the other ranks are not in the dump", text,
+                  pattern="A", symptom_id=CLEANUP_DEADLOCK, suspect_ranks=())
 
 
 def _pattern_b_or_c(classes, div, branches, report) -> StackReport:
@@ -533,7 +593,9 @@ def symptoms(report: StackReport) -> list[Symptom]:
     evidence = []
     for c in report.classes[:6]:
         state = "" if c.state == "unknown" else f" [{c.state}]"
-        evidence.append(f"{who(c.members)}: {_chain(c)}{state}")
+        thread = (f" (thread {c.thread!r})" if c.op is not None and c.thread
+                  and c.thread != "MainThread" else "")
+        evidence.append(f"{who(c.members)}: {_chain(c)}{state}{thread}")
     if len(report.classes) > 6:
         evidence.append(f"... {len(report.classes) - 6} more classes")
     if report.divergence is not None and report.branches:

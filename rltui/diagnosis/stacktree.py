@@ -42,6 +42,11 @@ PRIMITIVES = frozenset({
     "isend", "irecv", "batch_isend_irecv",
     "send_object_list", "recv_object_list",
     "destroy_process_group",
+    # Process-group creation and rendezvous block until every member arrives: a rank that
+    # never comes holds the others here, exactly as in a collective.
+    "init_process_group", "new_group", "_new_process_group_helper", "new_subgroups",
+    "new_subgroups_by_enumeration", "_store_based_barrier", "rendezvous", "next_rendezvous",
+    "init_device_mesh",
 })
 # Names that are communication only inside a distributed/RPC package: ``wait`` is also
 # threading.Condition.wait, ``get`` is dict.get's namesake, ``send`` a generator method.
@@ -75,6 +80,12 @@ _WRAPPER_NAMES = frozenset({"wrapper", "inner", "wrapped", "_fn", "_wrapper", "w
                             "log_wrapper", "wrapper_func", "func_wrapper", "decorated",
                             "_inner"})
 ENTRY = "<module>"
+# While a script runs, its main thread's outermost frame is ``<module>`` (or runpy's). Once the
+# script is done, the interpreter runs atexit handlers and ``threading._shutdown`` (which
+# joins non-daemon threads) with nothing above them: a main thread whose outermost Python frame
+# is one of these has left the training code, and the process is exiting.
+_EXIT_ROOTS = TEARDOWN | frozenset({"_python_exit", "_exit_function", "_atexit", "exit_handler",
+                                    "_cleanup", "atexit_handler", "_exit"})
 
 NONE, WRAPPER, PRIMITIVE = 0, 1, 2  # tiers of a recognised frame
 _KEY = attrgetter("name", "filename", "line")  # a frame's identity, lines included
@@ -91,6 +102,18 @@ def _comm_file(filename: str) -> bool:
     return any(h in path for h in _COMM_PATH_HINTS) or any(h in path for h in _COMM_PART_HINTS)
 
 
+# Standard-library modules whose functions share a wrapper's name (subprocess's _communicate).
+_STDLIB_FILES = ("subprocess.py", "threading.py", "queue.py", "selectors.py", "socket.py",
+                 "ssl.py", "asyncio/", "multiprocessing/", "concurrent/")
+
+
+def _stdlib(filename: str) -> bool:
+    path = filename.replace("\\", "/")
+    base = path.rsplit("/", 1)[-1]
+    return base in _STDLIB_FILES or any(f"/{d}" in "/" + path for d in _STDLIB_FILES
+                                        if d.endswith("/"))
+
+
 def comm_tier(frame: Frame) -> int:
     """How surely this frame is a collective, point-to-point or distributed wait."""
     if frame.native:
@@ -100,7 +123,7 @@ def comm_tier(frame: Frame) -> int:
     name = short_name(frame.name)
     if name in PRIMITIVES:
         return PRIMITIVE
-    if name in WRAPPERS:
+    if name in WRAPPERS and not _stdlib(frame.filename):
         return WRAPPER
     if name in AMBIGUOUS and _comm_file(frame.filename):
         return PRIMITIVE
@@ -126,6 +149,20 @@ def is_wrapper(frame: Frame) -> bool:
     return short in _WRAPPER_NAMES and (closure or _comm_file(frame.filename))
 
 
+def exiting(thread: ThreadStack) -> bool:
+    """A main thread that has left its script (see ``_EXIT_ROOTS``): atexit, finalisation."""
+    if thread.name != "MainThread":
+        return False
+    outer = next((f for f in reversed(thread.frames) if not f.native and f.name != ELIDED), None)
+    return outer is not None and short_name(outer.name) in _EXIT_ROOTS
+
+
+def _python(thread: ThreadStack) -> bool:
+    """Has a Python frame: threads of native frames only (NCCL's watchdog, a CUDA callback)
+    hold C++ waits of their own in every torch process; they are not where the rank waits."""
+    return any(not f.native for f in thread.frames)
+
+
 def choose_thread(threads: Sequence[ThreadStack], tiers=None) -> ThreadStack | None:
     """The thread of interest: the one inside a collective or distributed call, else MainThread,
     else the first thread with frames.
@@ -140,10 +177,10 @@ def choose_thread(threads: Sequence[ThreadStack], tiers=None) -> ThreadStack | N
         return threads[0]
     tier = tiers or comm_tier
     main = next((t for t in threads if t.name == "MainThread"), None)
-    if main is not None and any(tier(f) for f in main.frames):
+    if main is not None and (any(tier(f) for f in main.frames) or exiting(main)):
         return main
     for t in threads:
-        if any(tier(f) for f in t.frames):
+        if _python(t) and any(tier(f) for f in t.frames):
             return t
     if main is not None:
         return main
@@ -321,6 +358,8 @@ class StackClass:
     # The collective is called from the script's entry point (``<module>`` or the function it
     # calls), e.g. a barrier in ``main``'s ``finally:``.
     from_entry: bool = False
+    # The main thread has left the script (atexit, threading._shutdown): the process is exiting.
+    exiting: bool = False
 
     @property
     def ranks(self) -> tuple[int, ...]:
@@ -474,6 +513,10 @@ def _make_class(kpaths: list[tuple[int, ...]], groups, thread_name, status_of,
     members = sorted(m for p in kpaths for m in groups[p])
     op = _op_index(fpath, it.tier_of)
     teardown = op is not None and any(it.fname[f] in TEARDOWN for f in fpath[:op + 1])
+    frames = tuple([it.frame_of[k] for k in first])
+    outer = next((f for f in frames if not f.native and f.name != ELIDED), None)
+    leaving = (thread_name[first] == "MainThread" and outer is not None
+               and short_name(outer.name) in _EXIT_ROOTS)
     site = from_entry = None
     if op is not None:
         site = op - 1
@@ -491,13 +534,13 @@ def _make_class(kpaths: list[tuple[int, ...]], groups, thread_name, status_of,
     sites = sorted((s, tuple(sorted(ms))) for s, ms in by_site.items())
     return StackClass(
         members=tuple(members),
-        frames=tuple([it.frame_of[k] for k in first]),
+        frames=frames,
         fids=fpath,
         thread=thread_name[first],
         active=tuple(m for m in members if status_of[m].startswith("active")),
         idle=tuple(m for m in members if status_of[m] == "idle"),
-        op_index=op, teardown=teardown, sites=tuple(sites), site_index=site,
-        from_entry=bool(from_entry))
+        op_index=op, teardown=teardown or leaving, sites=tuple(sites), site_index=site,
+        from_entry=bool(from_entry), exiting=leaving)
 
 
 def _at_entry(fpath: tuple[int, ...], site: int, it: Interner) -> bool:
@@ -523,11 +566,11 @@ def _thread_of_interest(threads, path_of, has_comm):
         if t.name == "MainThread":
             main = t
             main_path = path_of(t.frames)
-            if has_comm(main_path):
+            if has_comm(main_path) or exiting(t):
                 return t, main_path
             break
     for t in threads:
-        if t is not main:
+        if t is not main and _python(t):
             p = path_of(t.frames)
             if has_comm(p):
                 return t, p

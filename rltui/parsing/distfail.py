@@ -39,9 +39,10 @@ _RAN_FOR = re.compile(r"ran for (\d+) milliseconds")
 _RANK_TAG = re.compile(r"Rank (\d+)\]")
 _PG_ID = re.compile(r"\[PG(?: ID)? (\d+) ")
 _COMPANION = (
-    re.compile(r"detected by watchdog at work sequence id: (\d+) PG status: last enqueued work: "
+    # " ?": a hard wrap at "detected\nby watchdog" loses the space when the lines are joined.
+    re.compile(r"detected ?by watchdog at work sequence id: (\d+) PG status: last enqueued work: "
                r"(-?\d+), last completed work: (-?\d+)"),
-    re.compile(r"detected by watchdog at work: (\d+), last enqueued NCCL work: (-?\d+), "
+    re.compile(r"detected ?by watchdog at work: (\d+), last enqueued NCCL work: (-?\d+), "
                r"last completed NCCL work: (-?\d+)"),
     re.compile(r"Timeout at NCCL work: (\d+), last enqueued NCCL work: (-?\d+), "
                r"last completed NCCL work: (-?\d+)"),
@@ -69,9 +70,16 @@ def parse_watchdog(text: str) -> Fields | None:
     if at < 0:
         return None
     work = _WORK.search(text, at)
-    pairs = dict(_PAIR.findall(work.group(1))) if work else {}
+    if work:
+        pairs = dict(_PAIR.findall(work.group(1)))
+    else:  # cut before its ")" (a log cut mid-line): read the pairs that were printed
+        open_at = text.find("WorkNCCL(", at)
+        pairs = dict(_PAIR.findall(text, open_at, open_at + 1000)) if open_at >= 0 else {}
     ran = _RAN_FOR.search(text, at)
     pg = _PG_ID.search(text, 0, at)
+    # The C++ what() of the exception that ends the process repeats the timeout after this prefix
+    # (2.2-2.6 "Process group watchdog thread terminated", 2.1 "NCCL watchdog thread terminated").
+    terminated = "watchdog thread terminated" in text[:at]
     return [
         ("rank", _rank_of(text, at)),
         ("pg", int(pg.group(1)) if pg else None),
@@ -81,12 +89,13 @@ def parse_watchdog(text: str) -> Fields | None:
         ("numel_out", _int(pairs.get("NumelOut"))),
         ("timeout_ms", _int(pairs.get("Timeout(ms)"))),
         ("ran_for_ms", int(ran.group(1)) if ran else None),
+        ("terminated", True if terminated else None),
     ]
 
 
 def is_companion(text: str) -> bool:
     """Cheap test for the watchdog's PG-status line (any release's wording)."""
-    return "detected by watchdog at work" in text or "Timeout at NCCL work:" in text
+    return "watchdog at work" in text or "Timeout at NCCL work:" in text
 
 
 def parse_companion(text: str) -> Fields | None:
@@ -101,6 +110,11 @@ def parse_companion(text: str) -> Fields | None:
     return None
 
 
+def _duration(ms: int) -> str:
+    """"1800 s", or "90 ms" for a test's 1 ms timeout (seconds would read "0 s")."""
+    return f"{ms} ms" if ms < 10000 else f"{ms / 1000:.0f} s"
+
+
 def watchdog_summary(fields: dict) -> str:
     rank = fields.get("rank")
     who = f"rank {rank}" if rank is not None else "a rank"
@@ -112,14 +126,94 @@ def watchdog_summary(fields: dict) -> str:
     ran = fields.get("ran_for_ms")
     timeout = fields.get("timeout_ms")
     if isinstance(ran, int):
-        text += f" ran {ran / 1000:.0f} s"
+        text += f" ran {_duration(ran)}"
         if isinstance(timeout, int):
-            text += f" (timeout {timeout / 1000:.0f} s)"
+            text += f" (timeout {_duration(timeout)})"
     done = fields.get("last_completed")
     queued = fields.get("last_enqueued")
     if isinstance(done, int) and isinstance(queued, int):
         text += f"; last completed {done}, last enqueued {queued}"
+    if fields.get("terminated"):
+        text += "; the watchdog took the process down"
     return text
+
+
+# -- NCCL heartbeat monitor --------------------------------------------------------------------------
+# The monitor thread (PyTorch >= 2.2) kills the process when the watchdog itself stops making
+# progress (a CUDA/NCCL call blocking it), usually after a timeout it could not finish handling:
+#   [PG 0 Rank 1] Heartbeat monitor timed out! Process will be terminated after dumping debug
+#     info. workMetaList_.size()=103
+#   [F ...] [PG 0 Rank 1] [PG 0 Rank 1] ProcessGroupNCCL's watchdog got stuck for 600 seconds
+#     without making progress in monitoring enqueued collectives. ... workMetaList_.size() = 103
+# 2.6+ logs only the second, at severity E, with "[PG ID 0 PG GUID 0(default_pg) Rank 2]".
+HEARTBEAT_MARK = "Heartbeat monitor timed out"
+STUCK_MARK = "watchdog got stuck for"
+_STUCK = re.compile(r"watchdog got stuck for (\d+) seconds")
+_WORK_ITEMS = re.compile(r"workMetaList_\.size\(\) ?= ?(\d+)")
+_GLOG_FATAL = re.compile(r"(?:^|\]:)\[F(?:\d| )")
+
+
+def is_heartbeat(text: str) -> bool:
+    return HEARTBEAT_MARK in text or STUCK_MARK in text
+
+
+def parse_heartbeat(text: str) -> Fields | None:
+    """Fields of a heartbeat-monitor line: rank, pg, stuck_s, work_items, fatal, form."""
+    at = text.find(STUCK_MARK)
+    form = "watchdog-stuck"
+    if at < 0:
+        at = text.find(HEARTBEAT_MARK)
+        form = "monitor-timeout"
+        if at < 0:
+            return None
+    pg = _PG_ID.search(text, 0, at)
+    stuck = _STUCK.search(text, at)
+    items = _WORK_ITEMS.search(text, at)
+    return [
+        ("rank", _rank_of(text, at)),
+        ("pg", int(pg.group(1)) if pg else None),
+        ("stuck_s", int(stuck.group(1)) if stuck else None),
+        ("work_items", int(items.group(1)) if items else None),
+        ("fatal", True if _GLOG_FATAL.search(text, 0, at) else None),
+        ("form", form),
+    ]
+
+
+def heartbeat_summary(fields: dict) -> str:
+    rank = fields.get("rank")
+    who = f"rank {rank}" if rank is not None else "a rank"
+    text = f"NCCL watchdog hung on {who}"
+    if fields.get("stuck_s") is not None:
+        text += f": no progress for {fields['stuck_s']} s"
+    else:
+        text += ": heartbeat monitor timed out"
+    if fields.get("work_items") is not None:
+        text += f", {fields['work_items']} collectives queued"
+    return text + "; the process is taken down (a CUDA/NCCL call blocks the watchdog)"
+
+
+# -- torch.distributed.elastic agent -----------------------------------------------------------------
+# The agent logs one line per failed worker before raising ChildFailedError:
+#   ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0
+#     (pid: 333202) of binary: /usr/bin/python3                        (torch <= 2.0, logging)
+#   torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9) ...   (2.1)
+#   E0325 20:57:27.620000 2606 .../elastic/multiprocessing/api.py:869] failed (exitcode: -9) ... (2.2+)
+AGENT_MARK = "failed (exitcode:"
+_AGENT = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)(?: of binary: ?(\S*))?")
+
+
+def parse_agent_failure(text: str) -> Fields | None:
+    """Fields of the agent's "failed (exitcode: N) local_rank: L (pid: P)" line, or None."""
+    m = _AGENT.search(text)
+    if not m:
+        return None
+    exitcode = int(m.group(1))
+    signal = signal_name(exitcode)
+    return [
+        ("local_rank", int(m.group(2))), ("exitcode", exitcode), ("pid", int(m.group(3))),
+        ("signal", signal), ("binary", (m.group(4) or None) and m.group(4)[:300]),
+        ("possible_host_oom", signal == "SIGKILL" or exitcode == 137),
+    ]
 
 
 # -- torchrun ChildFailedError ---------------------------------------------------------------------
@@ -255,7 +349,8 @@ def child_summary(fields: dict) -> str:
     rank = fields.get("rank")
     who = f"rank {rank}" if rank is not None else "a worker"
     if fields.get("local_rank") is not None:
-        who += f" (local_rank {fields['local_rank']})"
+        who = (f"{who} (local_rank {fields['local_rank']})" if rank is not None
+               else f"local_rank {fields['local_rank']}")
     if fields.get("host"):
         who += f" on {fields['host']}"
     signal = fields.get("signal")

@@ -19,6 +19,7 @@ together with any such prefix still on the line.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Sequence
@@ -33,6 +34,8 @@ QUIET_LINES = 200  # lines of other writers after which a writer's pending event
 NCCL_WINDOW = 64  # lines within which the watchdog's PG-status line joins its timeout line
 NCCL_REPEAT_LINES = 500  # the same (rank, seq) timeout again within this many lines is a repeat
 RAY_LINES = 40  # lines kept of one Ray OOM report outside a traceback (the table has about 12)
+WRAP_LINES = 4  # continuation lines joined to a message that a terminal or a paste hard-wrapped
+WRAP_CHARS = 8192  # and at most this many chars of it
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 # Ray prints "(Actor pid=N[, ip=...]) " before each line; torchrun "[rankN]:" or "[defaultN]:".
@@ -104,10 +107,61 @@ class _RayReport:
         self.table = oom.is_ray_table_line(text)
 
 
+class _Wrap:
+    """A one-line message cut by a hard wrap, waiting for the rest of its text."""
+
+    __slots__ = ("arrival", "body", "end", "parts", "rank", "start", "text")
+
+    def __init__(self, text: str, body: str, line_no: int, arrival: float, rank: int | None) -> None:
+        self.text, self.body = text, body
+        self.start = self.end = line_no
+        self.arrival = arrival
+        self.rank = rank
+        self.parts = 1
+
+    def join(self, text: str, body: str, line_no: int) -> None:
+        # No separator: a wrap at a fixed column cuts words ("colle" / "ctive"); one at a space
+        # keeps the space on the first line ("timeout: " / "WorkNCCL(").
+        self.text = (self.text + text)[:WRAP_CHARS]
+        self.body = (self.body + body)[:WRAP_CHARS]
+        self.end = line_no
+        self.parts += 1
+
+
+def _wrap_open(body: str) -> bool:
+    """A message known to be one line whose end is missing: the rest is on the next line(s)."""
+    if "Watchdog caught" in body or "watchdog thread terminated" in body:
+        return "before timing out" not in body
+    if "(either an error or timeout) detected" in body:
+        return "last completed" not in body
+    if "killed due to memory pressure (OOM)" in body:  # Ray's summary ends "-ip <addr>`"
+        return not body.rstrip().endswith("`")
+    return False
+
+
+def _wrap_continues(body: str) -> bool:
+    """A line that can be the rest of a hard-wrapped message (not a new prefixed log line)."""
+    if not body.strip() or body[:1] in (" ", "\t", "[", "("):
+        return False
+    return not (_wrap_open(body) or "Traceback" in body)
+
+
+def _quotes_source(body: str) -> bool:
+    """A traceback's source line that quotes an error text: `raise ValueError("No available ...`."""
+    at = body.find("raise ")
+    return at >= 0 and (body.find('("', at) >= 0 or body.find("('", at) >= 0)
+
+
 def _ray_exception(exc_type: str) -> bool:
     """An exception class that can carry Ray's OOM-killer report."""
     return "ray." in exc_type or "RayTaskError" in exc_type or exc_type.endswith(
         ("OutOfMemoryError", "ActorDiedError", "WorkerCrashedError"))
+
+
+# Fields of a child-failed event read from the agent's line alone (no report).
+_AGENT_ONLY = {"name": None, "rank": None, "local_rank": None, "exitcode": None, "pid": None,
+               "signal": None, "host": None, "failure_time": None, "error_file": None, "error": None,
+               "other_ranks": "", "failures": 1, "possible_host_oom": False}
 
 
 class EventReader:
@@ -127,7 +181,12 @@ class EventReader:
         self._blocks: dict[tuple, tb.Block] = {}
         self._watch: dict[tuple, _Watch] = {}
         self._emitted_watch: dict[tuple, int] = {}  # (rank, seq) -> line count, to drop repeats
+        self._companions: dict[tuple, int] = {}  # (rank, seq) -> line count its PG-status line joined
         self._ray: dict[tuple, _RayReport] = {}  # writer -> Ray OOM report outside a traceback
+        self._wraps: dict[tuple, _Wrap] = {}  # writer -> hard-wrapped message awaiting its rest
+        self._hb: dict[tuple, _Watch] = {}  # (rank, pg) -> heartbeat-monitor line awaiting "stuck"
+        self._agent: dict[tuple, _Watch] = {}  # writer -> elastic agent "failed" line awaiting its report
+        self._alloc_seen: dict[object, int] = {}  # gpu -> line count of its last allocator warning
         self._count = 0  # lines fed: windows must not depend on line numbers (they can reset)
         self._next_check = 0
 
@@ -160,7 +219,7 @@ class EventReader:
                 prefix_rank = int(m.group(3)) if m.group(3) else None
                 if "across cluster]" in body:
                     body = _RAY_REPEAT.sub("", body)
-        if self._blocks or self._watch or self._ray:
+        if self._blocks or self._watch or self._ray or self._hb or self._agent:
             if self._count >= self._next_check:
                 self._expire(out)
             block = self._blocks.get((source, prefix))
@@ -185,24 +244,76 @@ class EventReader:
                 if self._ray_takes(report, body, line_no):
                     return out
                 out.append(self._ray_event(self._ray.pop((source, prefix))))
+        key = (source, prefix)
+        if self._wraps and self._wrapped(key, text, body, line_no, out):
+            return out
+        if _wrap_open(body):
+            if len(self._wraps) >= MAX_SOURCES:
+                self._release(self._wraps.pop(next(iter(self._wraps))), out)
+            self._wraps[key] = _Wrap(text, body, line_no, arrival, self._rank(prefix_rank, source))
+            return out
         # The common case: no pending event and nothing that starts one. Substring tests run at
         # C speed; keep this chain short and free of regexes and calls.
         if not (self._custom or "Traceback" in body or "Training" in body or "emory" in body
-                or "atchdog" in body or "ChildFailedError" in body or "NCCL work:" in body):
+                or "atchdog" in body or "ChildFailedError" in body or "NCCL work:" in body
+                or "eartbeat" in body or "(exitcode:" in body or "RayTaskError(" in body):
             return out
-        rank = prefix_rank
-        if rank is None:
-            first = source[0] if isinstance(source, tuple) and source else source
-            if isinstance(first, int) and not isinstance(first, bool):
-                rank = first
-        self._idle(text, body, line_no, arrival, (source, prefix), rank, out)
+        self._idle(text, body, line_no, arrival, key, self._rank(prefix_rank, source), out)
         return out
+
+    @staticmethod
+    def _rank(prefix_rank: int | None, source: object) -> int | None:
+        if prefix_rank is not None:
+            return prefix_rank
+        first = source[0] if isinstance(source, tuple) and source else source
+        return first if isinstance(first, int) and not isinstance(first, bool) else None
+
+    # -- hard-wrapped messages -------------------------------------------------------------------------
+    def _wrapped(self, key: tuple, text: str, body: str, line_no: int, out: list[LogEvent]) -> bool:
+        """Offer a line to its writer's held message; True when the line was joined to it."""
+        held = self._wraps.pop(key, None)
+        if held is None:
+            # The rest of a wrapped line carries no prefix ("(raylet) ..." wraps to "node (ID: ..."),
+            # so it arrives as another writer; with one message held it can only be its rest.
+            if len(self._wraps) != 1 or key[0] not in (None, (None, None)) or key[1] \
+                    or not _wrap_continues(body):
+                return False
+            key = next(iter(self._wraps))
+            held = self._wraps.pop(key)
+        if held.parts <= WRAP_LINES and _wrap_continues(body):
+            held.join(text, body, line_no)
+            if _wrap_open(held.body) and held.parts <= WRAP_LINES:
+                self._wraps[key] = held
+            else:
+                self._release(held, out, key)
+            return True
+        self._release(held, out, key)
+        return False
+
+    def _release(self, held: _Wrap, out: list[LogEvent], key: tuple | None = None) -> None:
+        """Read a held message as one line, its events spanning the lines it was joined from."""
+        first = len(out)
+        self._idle(held.text, held.body, held.start, held.arrival, key if key is not None else (None, ""),
+                   held.rank, out)
+        for i in range(first, len(out)):
+            if out[i].end_line == held.start:
+                out[i] = dataclasses.replace(out[i], end_line=held.end)
+        for pending in (*self._watch.values(), *self._ray.values()):
+            if pending.end == held.start:
+                pending.end = held.end
 
     def flush(self) -> list[LogEvent]:
         """Close every pending event (end of input, or the file went quiet)."""
-        out = [self._finish(b, truncated=b.state in tb.OPEN_STATES)
-               for b in sorted(self._blocks.values(), key=lambda b: b.start)]
+        out: list[LogEvent] = []
+        for key in list(self._wraps):
+            self._release(self._wraps.pop(key), out, key)
+        out += [self._finish(b, truncated=b.state in tb.OPEN_STATES)
+                for b in sorted(self._blocks.values(), key=lambda b: b.start)]
         self._blocks.clear()
+        out += [self._hb_event(w) for w in sorted(self._hb.values(), key=lambda w: w.start)]
+        self._hb.clear()
+        out += [self._agent_event(a) for a in sorted(self._agent.values(), key=lambda a: a.start)]
+        self._agent.clear()
         for key in sorted(self._watch, key=lambda k: self._watch[k].start):
             out.append(self._watch_event(self._watch[key]))
             self._emitted_watch[key] = self._count
@@ -214,9 +325,10 @@ class EventReader:
     @property
     def pending_chars(self) -> int:
         """Characters held for unfinished events (for tests and self-monitoring)."""
+        held = (*self._watch.values(), *self._ray.values(), *self._hb.values(), *self._agent.values())
         return (sum(b.size() for b in self._blocks.values())
-                + sum(sum(len(x) for x in w.lines) for w in self._watch.values())
-                + sum(sum(len(x) for x in r.lines) for r in self._ray.values()))
+                + sum(sum(len(x) for x in w.lines) for w in held)
+                + sum(len(w.body) + len(w.text) for w in self._wraps.values()))
 
     # -- multi-line events ---------------------------------------------------------------------------
     def _open(self, key: tuple, body: str, line_no: int, arrival: float, rank: int | None,
@@ -243,6 +355,17 @@ class EventReader:
             self._emitted_watch[key] = self._count
         for key in [k for k, r in self._ray.items() if self._count - r.count > NCCL_WINDOW]:
             out.append(self._ray_event(self._ray.pop(key)))
+        for key in [k for k, w in self._hb.items() if self._count - w.count > NCCL_WINDOW]:
+            out.append(self._hb_event(self._hb.pop(key)))
+        # An agent line waits while its writer's traceback (torchrun's own) is still open.
+        for key in [k for k, a in self._agent.items()
+                    if k not in self._blocks and self._count - a.count > NCCL_WINDOW]:
+            out.append(self._agent_event(self._agent.pop(key)))
+        if len(self._alloc_seen) > 64:
+            self._alloc_seen.clear()
+        if len(self._companions) > 256:
+            self._companions = {k: c for k, c in self._companions.items()
+                                if self._count - c < NCCL_REPEAT_LINES}
         if len(self._emitted_watch) > 256:
             self._emitted_watch = {k: c for k, c in self._emitted_watch.items()
                                    if self._count - c < NCCL_REPEAT_LINES}
@@ -263,6 +386,10 @@ class EventReader:
                 found = self._classify(line)
                 if found:
                     kind, extra, summary = found
+                    if kind == "engine-oom" and oom.has_continuation(line):
+                        # SGLang prints the pool's numbers on the lines after its exception line.
+                        extra = oom.parse_engine_oom(block.text()) or extra
+                        summary = oom.engine_oom_summary(dict(extra))
                     fields += extra
                     break
             if kind == "traceback" and block.excs and _ray_exception(block.excs[-1][0]):
@@ -270,6 +397,16 @@ class EventReader:
                 if ray:
                     kind, summary = "ray-oom", oom.ray_oom_summary(dict(ray))
                     fields += ray
+            task = next((line for t, _, line in reversed(block.excs) if oom.RAY_TASK_OOM in t), None)
+            found_task = oom.parse_ray_task_oom(task) if kind == "traceback" and task else None
+            if found_task and not truncated:
+                kind, summary = "cuda-oom", oom.cuda_oom_summary(dict(found_task))
+                fields += found_task
+            elif found_task:
+                # Cut inside the remote traceback: the worker's CUDA message may still follow in
+                # the full log, so the kind stays traceback; the task names the likely CUDA OOM.
+                fields += [(k, v) for k, v in found_task if k in ("ray_task", "task_pid", "node_ip")]
+                fields.append(("likely_cuda_oom", True))
         if block.excs:
             fields += [("exc_type", block.excs[-1][0]), ("exc_message", block.excs[-1][1])]
         fields += [("last_frame", block.last_frame), ("frames", block.frames)]
@@ -284,12 +421,88 @@ class EventReader:
             summary = tb.summary(block, truncated)
         elif truncated:
             summary += " (cut off)"
-        return LogEvent(kind=kind, line_no=block.start, end_line=block.end, arrival=block.arrival,
-                        summary=summary[:300], text=block.text(), time=when, fields=tuple(fields))
+        event = LogEvent(kind=kind, line_no=block.start, end_line=block.end, arrival=block.arrival,
+                         summary=summary[:300], text=block.text(), time=when, fields=tuple(fields))
+        agent = self._agent.get(block.key)
+        if agent is not None and (kind == "child-failed" or (
+                kind == "traceback" and not block.excs and "torch/distributed/" in (block.last_frame or ""))):
+            del self._agent[block.key]
+            return self._merge_agent(agent, event)
+        return event
+
+    # -- torchrun's elastic agent ------------------------------------------------------------------------
+    @staticmethod
+    def _merge_agent(agent: _Watch, event: LogEvent) -> LogEvent:
+        """The agent's "failed (exitcode ...)" line and the report (or torchrun's traceback, cut
+        before its ChildFailedError) that follows it are one failure: one child-failed event."""
+        fields = dict(event.fields)
+        if event.kind != "child-failed":
+            fields = {**_AGENT_ONLY, **fields}
+        for name, value in agent.fields:
+            if fields.get(name) is None:
+                fields[name] = value
+        fields["possible_host_oom"] = bool(fields.get("possible_host_oom")) or (
+            dict(agent.fields)["possible_host_oom"] and not fields.get("error"))
+        # The event keeps the report's line range (what diagnosis counts from); the agent's line
+        # is named by agent_line_no.
+        fields["agent_line"] = True
+        fields["agent_line_no"] = agent.start
+        summary = distfail.child_summary(fields) + (" (cut off)" if fields.get("truncated") else "")
+        return dataclasses.replace(event, kind="child-failed", summary=summary[:300],
+                                   time=event.time if event.time is not None else agent.time,
+                                   fields=tuple(fields.items()))
+
+    @staticmethod
+    def _agent_event(agent: _Watch) -> LogEvent:
+        fields = {**_AGENT_ONLY, **dict(agent.fields), "agent_line": True, "agent_line_no": agent.start}
+        return LogEvent(kind="child-failed", line_no=agent.start, end_line=agent.end,
+                        arrival=agent.arrival, summary=distfail.child_summary(fields)[:300],
+                        text="\n".join(agent.lines), time=agent.time, fields=tuple(fields.items()))
+
+    # -- NCCL heartbeat monitor ----------------------------------------------------------------------------
+    def _heartbeat(self, text: str, body: str, line_no: int, arrival: float, rank: int | None,
+                   out: list[LogEvent]) -> bool:
+        """"Heartbeat monitor timed out!" waits for its "watchdog got stuck" line (same rank, PG)."""
+        fields = distfail.parse_heartbeat(body)
+        if fields is None:
+            return False
+        found = dict(fields)
+        if found["rank"] is None and rank is not None:
+            found["rank"] = rank
+        key = (found["rank"], found["pg"])
+        pending = self._hb.pop(key, None)
+        if found["form"] == "monitor-timeout":
+            if pending is not None:  # printed again: keep the first
+                self._hb[key] = pending
+                return True
+            self._hb[key] = _Watch(list(found.items()), line_no, arrival, body, _line_time(text), self._count)
+            return True
+        if pending is None:
+            pending = _Watch(list(found.items()), line_no, arrival, body, _line_time(text), self._count)
+        else:
+            before = dict(pending.fields)
+            if found["work_items"] is None:
+                found["work_items"] = before["work_items"]
+            pending.fields = list(found.items())
+            pending.lines.append(body[:tb.MAX_STORED_LINE])
+            pending.end = line_no
+        out.append(self._hb_event(pending))
+        return True
+
+    @staticmethod
+    def _hb_event(watch: _Watch) -> LogEvent:
+        fields = dict(watch.fields)
+        return LogEvent(kind="nccl-heartbeat", line_no=watch.start, end_line=watch.end,
+                        arrival=watch.arrival, summary=distfail.heartbeat_summary(fields)[:300],
+                        text="\n".join(watch.lines), time=watch.time, fields=tuple(watch.fields))
 
     @staticmethod
     def _classify(line: str) -> tuple[str, list, str] | None:
         """The specific kind an exception line stands for, with its fields and summary."""
+        if oom.ALLOC_WARNING in line:
+            warning = oom.parse_alloc_warning(line)
+            if warning:
+                return "cuda-oom", warning, oom.cuda_oom_summary(dict(warning))
         if "out of memory" in line:
             cuda = oom.parse_cuda_oom(line)
             if cuda:
@@ -324,18 +537,44 @@ class EventReader:
         if "emory" in body and oom.is_ray_oom_start(body):
             self._ray_open(key, text, body, line_no, arrival, out)
             return
+        if body[:1].isalpha() and ("RayTaskError(" in body or oom.has_continuation(body)):
+            # An exception line without its "Traceback" header (cut from a paste, or SGLang's
+            # message printed alone) whose event goes on below it: Ray's remote traceback, or
+            # SGLang's pool numbers.
+            exc = tb.exception_line(body.strip())
+            if exc:
+                block = self._open(key, body, line_no, arrival, rank, tb.AFTER_EXC, out)
+                block.exception(exc, body)
+                return
+        if "(exitcode:" in body:
+            agent = distfail.parse_agent_failure(body)
+            if agent is not None:
+                if key in self._agent:
+                    out.append(self._agent_event(self._agent.pop(key)))
+                self._agent[key] = _Watch(agent, line_no, arrival, body, _line_time(text), self._count)
+                return
+        if ("eartbeat" in body or "got stuck" in body) and distfail.is_heartbeat(body) and \
+                self._heartbeat(text, body, line_no, arrival, rank, out):
+            return
         if "Training" in body:
             event = self._banner(text, body, line_no, arrival)
             if event is not None:
                 out.append(event)
                 return
-        if "emory" in body and ("out of memory" in body or any(m in body for m in oom.ENGINE_MARKERS)):
+        if "emory" in body and ("out of memory" in body or oom.ALLOC_WARNING in body
+                                or any(m in body for m in oom.ENGINE_MARKERS)) and not _quotes_source(body):
             found = self._classify(body)
             if found and found[0] == "cuda-oom":
                 parsed = dict(found[1])
                 # A line that only mentions OOM ("to avoid CUDA out of memory ...") is not one.
                 if parsed.get("format") == "unknown" and parsed.get("exception") is None:
                     found = None
+            if found and dict(found[1]).get("format") == "alloc-warning":
+                # vLLM can print it thousands of times: one event per GPU per NCCL_REPEAT_LINES lines.
+                gpu = dict(found[1]).get("gpu")
+                if self._count - self._alloc_seen.get(gpu, -NCCL_REPEAT_LINES) < NCCL_REPEAT_LINES:
+                    return
+                self._alloc_seen[gpu] = self._count
             if found and found[0] != "nccl-timeout":
                 out.append(self._single(found[0], found[1], found[2], text, body, line_no, arrival))
                 return
@@ -437,6 +676,8 @@ class EventReader:
                 if len(pending.lines) < 8:
                     pending.lines.append(body[:tb.MAX_STORED_LINE])
                 pending.end = line_no
+                if parsed.get("terminated"):
+                    pending.fields = [(k, True if k == "terminated" else v) for k, v in pending.fields]
                 return True
             if self._count - self._emitted_watch.get(key, -NCCL_REPEAT_LINES) < NCCL_REPEAT_LINES:
                 return True  # already reported
@@ -455,6 +696,9 @@ class EventReader:
             c["rank"] = rank
         match = next((k for k in self._watch if k[1] == c["seq"] and (
             k[0] == c["rank"] or k[0] is None or c["rank"] is None)), None)
+        if match is None and self._count - self._companions.get(
+                (c["rank"], c["seq"]), -NCCL_REPEAT_LINES) < NCCL_REPEAT_LINES:
+            return True  # a second PG-status line of a timeout already reported (2.5 prints two)
         if match is None:  # a PG-status line alone: a failure the watchdog saw, maybe not a timeout
             fields = [(k, c[k]) for k in ("rank", "pg", "seq", "last_enqueued", "last_completed")]
             fields.append(("timed_out", None))
@@ -463,6 +707,7 @@ class EventReader:
             return True
         watch = self._watch.pop(match)
         self._emitted_watch[match] = self._count
+        self._companions[match] = self._count
         watch.lines.append(body[:tb.MAX_STORED_LINE])
         watch.end = line_no
         if dict(watch.fields).get("pg") is None and c["pg"] is not None:

@@ -169,7 +169,7 @@ def stamp_time(text: str) -> float | None:
 _VERL_ITEM = re.compile(" - (" + _alternation(_KEY_TABLE) + "):([^ ]*)")
 
 
-def parse_verl(text: str) -> Parsed | None:
+def parse_verl(text: str, arrival: float = 0.0) -> Parsed | None:
     line = text.lstrip()
     if not line.startswith("step:"):
         return None
@@ -186,7 +186,7 @@ _TITAN_STEP = re.compile(r"(?<!validate )\bstep:\s{0,8}(\d{1,18})\s{1,8}loss:")
 _TITAN_FIELD = re.compile(r"([A-Za-z_]\w{0,40}):\s{0,8}([-+]?[\d.,]{1,40}(?:[eE][-+]?\d{1,4})?)")
 
 
-def parse_torchtitan(text: str) -> Parsed | None:
+def parse_torchtitan(text: str, arrival: float = 0.0) -> Parsed | None:
     if "step:" not in text:
         return None
     m = _TITAN_STEP.search(text)
@@ -238,12 +238,20 @@ _HF_STEP_KEYS = frozenset(("loss", "learning_rate", "grad_norm"))
 _HF_NOT_STEP = ("eval_", "test_", "predict_", "train_runtime", "train_samples_per_second")
 
 
+# The same dict printed as JSON (ms-swift's logging callback): double quotes.
+_JSON_ITEM = re.compile(r'"([^"\\]{1,200})": ([^,{}\[\]]{1,80})')
+
+
 def hf_items(text: str) -> list[tuple[str, str]] | None:
-    """The items of a logging-step dict, or None when the line is not one."""
+    """The items of a logging-step dict (a Python repr, or JSON), or None when the line is
+    not one."""
     line = text.strip()
-    if not line.startswith("{'"):
+    if line.startswith("{'"):
+        items = _DICT_ITEM.findall(line)
+    elif line.startswith('{"'):
+        items = _JSON_ITEM.findall(line)
+    else:
         return None
-    items = _DICT_ITEM.findall(line)
     keys = {key for key, _ in items}
     if not keys & _HF_STEP_KEYS or any(key.startswith(_HF_NOT_STEP) for key in keys):
         return None
@@ -253,7 +261,8 @@ def hf_items(text: str) -> list[tuple[str, str]] | None:
 def looks_hf(text: str) -> bool:
     """Stricter than hf_items, for auto-detection: a whole dict that carries an epoch."""
     line = text.strip()
-    return line.endswith("}") and "'epoch': " in line and hf_items(line) is not None
+    return (line.endswith("}") and ("'epoch': " in line or '"epoch": ' in line)
+            and hf_items(line) is not None)
 
 
 # -- AReaL: header line, "Stats (i/n):", then a box-drawn table of key/value column pairs ----
@@ -289,3 +298,140 @@ def areal_row(text: str) -> list[tuple[str, str]]:
 
 def areal_table_end(text: str) -> bool:
     return text.lstrip().startswith("╘")
+
+
+def _ordered(values: dict[str, float]) -> tuple[tuple[str, float], ...]:
+    """Triage metrics already named, in TRIAGE_METRICS order (NaN and infinities dropped)."""
+    return tuple((name, values[name]) for name in TRIAGE_METRICS
+                 if name in values and math.isfinite(values[name]))
+
+
+# -- HF dicts with a step number: ms-swift's 'global_step/max_steps': '5/100' ----------------
+
+_SWIFT_STEP = "global_step/max_steps"
+
+
+def hf_step(items: list[tuple[str, str]]) -> tuple[int | None, int | None, float | None]:
+    """(step, total, step time) a logs dict carries itself (ms-swift adds them), else Nones."""
+    step = total = None
+    step_time = None
+    for key, raw in items:
+        if key == _SWIFT_STEP:
+            done, _, most = raw.strip("'\" ").partition("/")
+            if done.isdigit() and len(done) < 19:
+                step = int(done)
+                total = int(most) if most.isdigit() and len(most) < 19 else None
+        elif key == "train_speed(iter/s)":
+            speed = to_float(raw)
+            if speed:
+                step_time = 1.0 / speed
+    return step, total, step_time
+
+
+# -- Megatron-LM: " [<time>] iteration   N/   M | consumed samples: ... | lm loss: ... |" -------
+
+_MEGATRON_STEP = re.compile(r"\biteration\s{1,12}(\d{1,18})/\s{0,12}(\d{1,18}) \|")
+_MEGATRON_FIELD = re.compile(r" ([a-z][a-z0-9 ()/_-]{0,60}): {0,16}([-+]?[\d.]{1,30}(?:[eE][-+]?\d{1,4})?) {0,8}\|")
+# Megatron's field names -> triage metrics; "elapsed time per iteration (ms)" is the step time.
+_MEGATRON_KEYS = {"lm loss": "loss", "lm_loss": "loss", "loss": "loss", "grad norm": "grad_norm",
+                  "tokens per gpu per second (tgs)": "throughput",
+                  "throughput per gpu (tflop/s/gpu)": ""}
+
+
+def parse_megatron(text: str, arrival: float = 0.0) -> Parsed | None:
+    if "iteration" not in text:
+        return None
+    m = _MEGATRON_STEP.search(text)
+    if not m:
+        return None
+    values: dict[str, float] = {}
+    for key, raw in _MEGATRON_FIELD.findall(text, m.end() - 2):
+        value = to_float(raw)
+        if value is None:
+            continue
+        if key == "elapsed time per iteration (ms)":
+            values["step_time"] = value / 1000.0
+        else:
+            metric = _MEGATRON_KEYS.get(key)
+            if metric and metric not in values:
+                values[metric] = value
+    return Parsed(int(m.group(1)), total=int(m.group(2)), time=stamp_time(text[:m.start()]),
+                  metrics=_ordered(values))
+
+
+# -- DeepSpeed: "[<asctime>] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, ..." --
+
+_DS_STEP = re.compile(r"\bstep=(\d{1,18}), skipped=\d{1,18}, lr=")
+
+
+def parse_deepspeed(text: str, arrival: float = 0.0) -> Parsed | None:
+    if "step=" not in text:
+        return None
+    m = _DS_STEP.search(text)
+    if not m:
+        return None
+    return Parsed(int(m.group(1)), time=stamp_time(text[:m.start()]))
+
+
+# -- OpenRLHF's episode bar: "Episode [1/1]:  10%|#   | 3/30 [02:11<19:41, 43.77s/it, k=v]" ---
+
+_ORLHF_BAR = re.compile(
+    r"Episode \[(\d{1,9})/(\d{1,9})\]:\s{0,4}\d{1,3}%\|[^|]{0,200}\|\s{0,8}(\d{1,12})/(\d{1,12})"
+    r"(?: \[([^\]]{0,2000})\])?")
+_RATE = re.compile(r"([\d.]{1,20})(s/it|it/s)")
+_POSTFIX = re.compile(r"([A-Za-z_][\w/]{0,80})=([^,\]\s]{1,80})")
+
+
+def parse_openrlhf_bar(text: str, arrival: float = 0.0) -> Parsed | None:
+    """The episode bar counts global steps: step = (episode - 1) x its total + its count. A bar
+    at 0 (the first draw) is no step. Its postfix carries the step's status dict."""
+    if "Episode [" not in text:
+        return None
+    m = _ORLHF_BAR.search(text)
+    if not m:
+        return None
+    episode, episodes, done, per = (int(g) for g in m.groups()[:4])
+    if done <= 0 or episode <= 0:
+        return None
+    extra = m.group(5) or ""
+    pairs = _POSTFIX.findall(extra)
+    metrics = dict(collect(pairs))
+    rate = _RATE.search(extra)
+    if rate and "step_time" not in metrics:
+        value = to_float(rate.group(1))
+        if value:
+            metrics["step_time"] = value if rate.group(2) == "s/it" else 1.0 / value
+    return Parsed((episode - 1) * per + done, total=episodes * per, metrics=_ordered(metrics))
+
+
+def with_metric(metrics: tuple[tuple[str, float], ...], name: str,
+                value: float) -> tuple[tuple[str, float], ...]:
+    """``metrics`` plus one more, kept in TRIAGE_METRICS order."""
+    values = dict(metrics)
+    values[name] = value
+    return _ordered(values)
+
+
+# -- the parsers by the ids the framework registry names (rltui.frameworks StepFormat.parser) --
+
+PARSERS = {
+    "verl": parse_verl,
+    "torchtitan": parse_torchtitan,
+    "openrlhf": parse_openrlhf,
+    "openrlhf-bar": parse_openrlhf_bar,
+    "megatron": parse_megatron,
+    "deepspeed": parse_deepspeed,
+}
+
+# Auto-detection: is this cleaned line a step in that format? (HF's check is stricter than its
+# parser: a whole dict that carries an epoch.)
+DETECTORS = {
+    "areal": lambda text: parse_areal_header(text) is not None,
+    "verl": lambda text: parse_verl(text) is not None,
+    "torchtitan": lambda text: parse_torchtitan(text) is not None,
+    "openrlhf": lambda text: parse_openrlhf(text, 0.0) is not None,
+    "openrlhf-bar": lambda text: parse_openrlhf_bar(text) is not None,
+    "megatron": lambda text: parse_megatron(text) is not None,
+    "deepspeed": lambda text: parse_deepspeed(text) is not None,
+    "hf": looks_hf,
+}

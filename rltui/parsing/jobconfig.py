@@ -17,15 +17,21 @@ import copy
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import yaml
+
+from rltui.frameworks import by_name, config_frameworks
 
 Override = tuple[str, str, Any]  # (op, dotted key, value)
 
 # Operations (the prefix Hydra uses): "set" key=v, "add" +key=v, "force" ++key=v, "delete" ~key.
 OPS = ("set", "add", "force", "delete")
-VERL_DEFAULT_CONFIG = "ppo_trainer"
+# The config name a Hydra app loads when none is given and its framework names none (verl's
+# packaged ppo_trainer, the only Hydra framework known; see rltui.frameworks).
+HYDRA_DEFAULT_CONFIG = "ppo_trainer"
+VERL_DEFAULT_CONFIG = HYDRA_DEFAULT_CONFIG  # the old name, kept for importers
 
 # Hydra's own flags that take a value (the next argument when not written flag=value).
 _HYDRA_VALUE_FLAGS = frozenset({
@@ -459,37 +465,47 @@ def defaults_list(values: Mapping[str, Any]) -> tuple[list[tuple[str | None, str
 
 # -- framework and locations ----------------------------------------------------------------------
 
-_VERL_MODULE = re.compile(r"(^|[/.])verl\.trainer\.|(^|/)verl/trainer/|main_ppo(\.py)?$")
-_AREAL_MODULE = re.compile(r"^areal\.|(^|/)areal/|(^|/)realhf/|^realhf\.")
-_OPENRLHF_MODULE = re.compile(r"^openrlhf\.|(^|/)openrlhf/")
-_AREAL_KEYS = ("gconfig", "allocation_mode", "max_head_offpolicyness", "sglang")
+@lru_cache(maxsize=1)
+def _drivers() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """(framework, entry-point regex) of every framework whose config rltui reads, in
+    registry order; compiled on first use."""
+    return tuple((f.name, re.compile(f.config.drivers)) for f in config_frameworks()
+                 if f.config is not None and f.config.drivers)
 
 
 def detect_framework(cmdline: Sequence[str], values: Mapping[str, Any]) -> str:
-    """verl, areal, openrlhf or unknown: from the program the command line runs, else from the
-    config's top-level keys."""
+    """The job's framework (a name of ``rltui.frameworks.config_frameworks()``) or unknown:
+    from the program the command line runs, else from the config's top-level keys (each
+    framework's ``ConfigFacts``: keys only it has, then keys nested under a section, then a
+    set of keys it has together)."""
     for a in cmdline:
         if a.startswith("-") or "=" in a:
             continue
-        if _OPENRLHF_MODULE.search(a):
-            return "openrlhf"
-        if _AREAL_MODULE.search(a):
-            return "areal"
-        if _VERL_MODULE.search(a):
-            return "verl"
+        for name, regex in _drivers():
+            if regex.search(a):
+                return name
     if not isinstance(values, Mapping):
         return "unknown"
-    if "actor_rollout_ref" in values:
-        return "verl"
-    if any(k in values for k in _AREAL_KEYS):
-        return "areal"
-    rollout = values.get("rollout")
-    if isinstance(rollout, Mapping) and ("max_head_offpolicyness" in rollout
-                                         or "max_concurrent_rollouts" in rollout):
-        return "areal"
-    if "actor" in values and "rollout" in values:
-        return "areal"
+    known = [f for f in config_frameworks() if f.config is not None]
+    for f in known:
+        if any(k in values for k in f.config.top_keys):
+            return f.name
+    for f in known:
+        for section, keys in f.config.nested_keys:
+            inner = values.get(section)
+            if isinstance(inner, Mapping) and any(k in inner for k in keys):
+                return f.name
+    for f in known:
+        if f.config.all_keys and all(k in values for k in f.config.all_keys):
+            return f.name
     return "unknown"
+
+
+def default_config_name(framework: str) -> str | None:
+    """The config Hydra loads when the command line names none (the framework's packaged
+    one), or None for a framework that does not compose its config with Hydra."""
+    fw = by_name(framework)
+    return fw.config.default_config_name if fw is not None and fw.config is not None else None
 
 
 def _flag_value(args: Sequence[str], names: Sequence[str]) -> str | None:
@@ -533,9 +549,10 @@ def config_locations(cmdline: Sequence[str]) -> ConfigLocation:
         script = next((a for a in program if a.endswith(".py") and not a.startswith("-")
                        and "=" not in a), None)
     name_is_default = False
-    if config_name is None and (framework == "verl" or config_dir is not None) \
+    packaged = default_config_name(framework)
+    if config_name is None and (packaged is not None or config_dir is not None) \
             and config_file is None:
-        config_name = VERL_DEFAULT_CONFIG
+        config_name = packaged or HYDRA_DEFAULT_CONFIG
         name_is_default = True
     return ConfigLocation(framework=framework, config_dir=config_dir, config_name=config_name,
                           name_is_default=name_is_default, config_file=config_file,

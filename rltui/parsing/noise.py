@@ -45,15 +45,25 @@ _REPEATED = re.compile(r"\[repeated (\d{1,9})x across cluster\]\s*$")
 
 _MAX_PREFIXES = 6  # prefixes nest (role, then Ray, then rank); more is not a prefix chain
 
+# What carried the line before the framework printed it (rltui.parsing.transport): a CI or
+# ``kubectl logs --timestamps`` time stamp, docker compose's ``svc-1  | ``, OpenMPI's tag, a
+# log viewer's ``[NNNN] ``. Cheap guards first: most lines carry none of these.
+_CARRIER_STAMP = re.compile(
+    r"\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)\]?[ \t]")
+_COMPOSE = re.compile(r"[A-Za-z0-9][\w.-]{0,62} +\| ")
+_MPI = re.compile(r"\[\d{1,9},(\d{1,7})\]<std(?:out|err)>:")
+_LINENO = re.compile(r"\[\d{1,9}\] ")
+
 
 @dataclass(frozen=True, slots=True)
 class Cleaned:
     """A log line as the framework printed it, plus what the wrappers said about it."""
 
     text: str
-    rank: int | None = None  # torchrun [rankN]: / [defaultN]: prefix
+    rank: int | None = None  # torchrun [rankN]: / [defaultN]: prefix, OpenMPI's tag
     actor: str | None = None  # Ray actor/task ("WorkerDict", "pid=12") or AReaL role ("actor")
     repeated: int | None = None  # Ray "[repeated Nx across cluster]"
+    stamp: str | None = None  # a carrier's time stamp taken off the front (CI, kubectl)
 
 
 def prefix_rest(text: str, end: int) -> str:
@@ -63,6 +73,38 @@ def prefix_rest(text: str, end: int) -> str:
     rest = text[end:]
     spaces = len(rest) - len(rest.lstrip(" "))
     return rest[1:] if spaces % 2 else rest
+
+
+def _strip_carriers(text: str) -> tuple[str, str | None, int | None]:
+    """Take off what carried the line: time stamps, compose services, MPI tags, line numbers.
+    Only where the line's head could hold one; a framework's own ``[2025-...]`` header (no
+    ``T``, or no zone) stays for the parsers that read its time."""
+    stamp = rank = None
+    for _ in range(_MAX_PREFIXES):
+        head = text[:1]
+        if head.isdigit() or head == "[":
+            m = _CARRIER_STAMP.match(text)
+            if m:
+                stamp = m.group(0).strip(" \t[]")
+                text = text[m.end():]
+                continue
+            if head == "[":
+                m = _MPI.match(text)
+                if m:
+                    rank = int(m.group(1))
+                    text = text[m.end():]
+                    continue
+                m = _LINENO.match(text)
+                if m:
+                    text = text[m.end():]
+                    continue
+        if head.isalnum() and "| " in text[:72]:
+            m = _COMPOSE.match(text)
+            if m:
+                text = text[m.end():]
+                continue
+        break
+    return text, stamp, rank
 
 
 def _strip_prefixes(text: str, rank: int | None, actor: str | None):
@@ -114,6 +156,10 @@ def strip_noise(raw: str) -> Cleaned:
         text = text.rstrip("\r")
     rank: int | None = None
     actor: str | None = None
+    stamp: str | None = None
+    head = text[:1]
+    if head.isdigit() or head == "[" or (head.isalnum() and "| " in text[:72]):
+        text, stamp, rank = _strip_carriers(text)
     if text[:1] in ("[", "("):
         text, rank, actor = _strip_prefixes(text, rank, actor)
     if "\r" in text:
@@ -126,7 +172,7 @@ def strip_noise(raw: str) -> Cleaned:
         if m:
             repeated = int(m.group(1))
             text = text[:m.start()].rstrip()
-    return Cleaned(text, rank, actor, repeated)
+    return Cleaned(text, rank, actor, repeated, stamp)
 
 
 # Level words are looked for near the start of a line (where loggers put them); long lines

@@ -145,20 +145,70 @@ def parse_cuda_oom(text: str) -> Fields | None:
     return fields
 
 
+# The caching allocator's warning (LOG(WARNING) in alloc_block, PyTorch 2.13; INFO from the next
+# release): "memory allocation failed with OOM on device 1 while trying to allocate 20971520 bytes
+# (free: 15794176, total: 150111977472)." It fires on every failed cudaMalloc, including the ones
+# the allocator recovers from by freeing its cache and retrying (pytorch/pytorch#193195), so it is
+# an OOM reading, not proof that the process died: ``warning`` True says so.
+ALLOC_WARNING = "memory allocation failed with OOM"
+_ALLOC = re.compile(r"memory allocation failed with OOM on device (\d+) while trying to allocate (\d+) bytes"
+                    r"(?: \(free: (\d+), total: (\d+)\))?")
+
+
+def parse_alloc_warning(text: str) -> Fields | None:
+    """Fields of the caching allocator's OOM warning, or None."""
+    m = _ALLOC.search(text)
+    if not m:
+        return None
+    return [("format", "alloc-warning"), ("exception", None), ("gpu", int(m.group(1))),
+            ("requested", int(m.group(2))), ("free", int(m.group(3)) if m.group(3) else None),
+            ("capacity", int(m.group(4)) if m.group(4) else None), ("warning", True)]
+
+
+# A Ray task that raised torch's OutOfMemoryError reaches the caller as
+#   ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_ref_update_actor()
+#     (pid=118848, ip=10.0.0.7, actor_id=..., repr=<...>)
+# (Ray's own OOM killer raises ray.exceptions.OutOfMemoryError, which parse_ray_oom reads.) When
+# the worker's CUDA message is not in the log, this line is all there is of the CUDA OOM.
+RAY_TASK_OOM = "RayTaskError(OutOfMemoryError)"
+_RAY_TASK_CALL = re.compile(r"ray::([\w.<>-]+)\(\)(?: \(pid=(\d+)(?:, ip=([^,)\s]+))?)?")
+
+
+def parse_ray_task_oom(text: str) -> Fields | None:
+    """Fields of a RayTaskError(OutOfMemoryError) line without the worker's CUDA message."""
+    at = text.find(RAY_TASK_OOM)
+    if at < 0:
+        return None
+    m = _RAY_TASK_CALL.search(text, at)
+    return [("format", "ray-task"), ("exception", "OutOfMemoryError"), ("gpu", None),
+            ("requested", None), ("ray_task", m.group(1)[:200] if m else None),
+            ("task_pid", int(m.group(2)) if m and m.group(2) else None),
+            ("node_ip", m.group(3) if m and m.group(3) else None)]
+
+
 def cuda_oom_summary(fields: dict) -> str:
     """"CUDA OOM on GPU 0: tried to allocate 13.91 GiB, 8.85 GiB free of 79.11 GiB; ..."."""
     gpu = fields.get("gpu")
     where = f" on GPU {gpu}" if gpu is not None else ""
     if fields.get("format") == "cuda-error":
         return f"CUDA error: out of memory{where}"
+    if fields.get("format") == "ray-task":
+        task = fields.get("ray_task") or "a Ray task"
+        pid = f" (pid {fields['task_pid']})" if fields.get("task_pid") is not None else ""
+        return (f"CUDA OOM in Ray task {task}{pid}: torch's OutOfMemoryError, "
+                "the worker's message not in this log")
     parts = []
     if fields.get("requested") is not None:
         parts.append(f"tried to allocate {format_bytes(fields['requested'])}")
     if fields.get("capacity") is not None:
         parts.append(f"{format_bytes(fields.get('free'))} free of {format_bytes(fields['capacity'])}")
     text = f"CUDA OOM{where}"
+    if fields.get("warning"):
+        text = f"CUDA allocator OOM warning{where}"
     if parts:
         text += ": " + ", ".join(parts)
+    if fields.get("warning"):
+        text += " (the allocator may have recovered by freeing its cache)"
     count = fields.get("others_count")
     if count:
         pids = str(fields.get("process_usage") or "").split(",")
@@ -187,12 +237,36 @@ _VLLM_KV = re.compile(
 _VLLM_EST = re.compile(r"estimated maximum model length is (\d+)")
 _SGLANG_FRACTION = re.compile(r"mem_fraction_static=(\d+(?:\.\d+)?)")
 
+# SGLang while serving (mem_cache/common.py, the scheduler): the KV pool or the request slots
+# ran out; the scheduler dies and SIGQUITs the server. The numbers follow on lines of their own:
+#   RuntimeError: Prefill out of memory. Try to lower your batch size.
+#   Try to allocate 8192 tokens.
+#   Available full tokens: 8070656 (full_available_size=7936 + full_evictable_size_=8062720)
+# (older: "Avaliable tokens: 2048" then "self.token_to_kv_pool_allocator.available_size()=2048"),
+#   RuntimeError: alloc_req_slots runs out of memory. Please set a smaller number for
+#     `--max-running-requests`. self.req_to_token_pool.available_size()=1, num_reqs=2,
+_SGLANG_POOL = ("Prefill out of memory", "Decode out of memory")
+_SGLANG_TRY = re.compile(r"Try to allocate (\d+) tokens")
+_SGLANG_AVAIL = re.compile(r"Ava(?:il|li)able (?:full )?tokens: ?(\d+)")
+_SGLANG_SLOTS = re.compile(r"available_size\(\)=(\d+), num_reqs=(\d+)")
+# Lines that continue SGLang's multi-line pool message after its exception line.
+CONTINUATION_PREFIXES = ("Try to allocate ", "Available full tokens", "Available tokens",
+                         "Avaliable tokens", "Available mamba", "self.token_to_kv_pool",
+                         "self.tree_cache.", "self.req_to_token_pool")
+
 ENGINE_MARKERS = (
     "Free memory on device",
     "No available memory for the cache blocks",
     "KV cache is needed, which is larger than the available KV cache memory",
     "Not enough memory. Please try to increase --mem-fraction-static",
+    *_SGLANG_POOL,
+    "alloc_req_slots runs out of memory",
 )
+
+
+def has_continuation(text: str) -> bool:
+    """An engine message whose numbers come on the lines after it (SGLang's pool errors)."""
+    return any(m in text for m in _SGLANG_POOL)
 
 
 def parse_engine_oom(text: str) -> Fields | None:
@@ -219,6 +293,17 @@ def parse_engine_oom(text: str) -> Fields | None:
                        ("available", size_to_bytes(m.group(4), m.group(5)))]
         fields.append(("estimated_max_len", int(est.group(1)) if est else None))
         return fields
+    for marker in _SGLANG_POOL:
+        if marker in text:
+            tried, avail = _SGLANG_TRY.search(text), _SGLANG_AVAIL.search(text)
+            return [("engine", "sglang"), ("reason", marker.split()[0].lower() + "-out-of-memory"),
+                    ("phase", "serving"), ("tokens_requested", int(tried.group(1)) if tried else None),
+                    ("tokens_available", int(avail.group(1)) if avail else None)]
+    if "alloc_req_slots runs out of memory" in text:
+        m = _SGLANG_SLOTS.search(text)
+        return [("engine", "sglang"), ("reason", "req-slots"), ("phase", "serving"),
+                ("slots_available", int(m.group(1)) if m else None),
+                ("slots_requested", int(m.group(2)) if m else None)]
     if "Not enough memory. Please try to increase --mem-fraction-static" in text:
         m = _SGLANG_FRACTION.search(text)
         return [("engine", "sglang"), ("reason", "mem-fraction-static"),
@@ -242,6 +327,17 @@ def engine_oom_summary(fields: dict) -> str:
                     f" needs {format_bytes(fields['needed'])} of KV cache, "
                     f"{format_bytes(fields.get('available'))} available")
         return text
+    if reason in ("prefill-out-of-memory", "decode-out-of-memory"):
+        step = reason.split("-")[0]
+        text = f"SGLang KV cache pool full during {step}"
+        if fields.get("tokens_requested") is not None:
+            text += f": {fields['tokens_requested']} tokens wanted"
+            if fields.get("tokens_available") is not None:
+                text += f", {fields['tokens_available']} available"
+        return text + "; the scheduler exits"
+    if reason == "req-slots":
+        return (f"SGLang out of request slots: {fields.get('slots_requested')} wanted, "
+                f"{fields.get('slots_available')} free; lower --max-running-requests")
     frac = fields.get("mem_fraction_static")
     return "SGLang could not start: not enough memory for the KV cache pool" + (
         f" (mem_fraction_static={frac})" if frac is not None else "")

@@ -13,26 +13,44 @@ in the order it sees them (from the first line it read, which may be a window of
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rltui.frameworks import step_formats
 from rltui.model import LOG_FORMATS, TRIAGE_METRICS, StepRecord
 from rltui.parsing import frameworks as fw
 from rltui.parsing.noise import strip_noise
 
-FRAMEWORKS = ("areal", "openrlhf", "torchtitan", "verl", "hf")  # auto-detection order
+# Formats and their parsers come from the framework registry (rltui.frameworks), in its
+# auto-detection order. A format printed in several shapes (OpenRLHF's log line and its
+# progress bar) lists several parsers; the first one that has matched in a file silences the
+# others there, so one step is not read twice from two shapes.
+_FORMATS = step_formats()
+FRAMEWORKS = tuple(dict.fromkeys(f.name for f in _FORMATS))  # auto-detection order
+_PARSERS: dict[str, tuple[str, ...]] = {
+    name: tuple(f.parser for f in _FORMATS if f.name == name) for name in FRAMEWORKS}
 
 # Substrings that every step line (or AReaL table line) of a format contains, raw or cleaned.
-# The scan only looks at lines holding one of them.
+# The scan only looks at lines holding one of them; a format's first marker is also what
+# auto-detection looks for.
 _MARKERS: dict[str, tuple[str, ...]] = {
-    "verl": ("step:",),
-    "torchtitan": ("step:",),
-    "openrlhf": ("Global step ",),
-    "hf": ("{'",),
-    "areal": ("Step ", "│", "╘"),
-}
-_ANY_MARKERS = ("step:", "Global step ", "{'", "Step ")
+    name: tuple(dict.fromkeys(m for f in _FORMATS if f.name == name for m in f.markers))
+    for name in FRAMEWORKS}
+_ANY_MARKERS = tuple(dict.fromkeys(f.markers[0] for f in _FORMATS))
+_DETECT = tuple((f.name, f.parser, f.markers[0]) for f in _FORMATS)
+# Formats whose " - "-joined item line, hard-wrapped by a terminal copy, is joined again.
+_WRAPS: dict[str, str] = {f.name: f.parser for f in _FORMATS if f.joins_wraps}
+
+# The same step number again among the last few is one step printed twice: by every rank of
+# a torchrun job (torchtitan's "[rank3]:[titan] ... step: 5"), or by a progress bar redrawn
+# without moving. A run restarted from a checkpoint resumes below these and is read again.
+_RECENT_STEPS = 8
+# A step line hard-wrapped by a terminal copy: the cut line waits for at most this many
+# continuation lines (64 KB of them) before it is read as it is.
+_WRAP_LINES = 64
+_WRAP_CHARS = 65536
 
 _CUSTOM_SCAN = 65536  # custom regexes see at most this much of a line (no runaway backtracking)
 _AREAL_PATIENCE = 64  # lines without table progress before a pending AReaL step is given up
@@ -163,41 +181,124 @@ class StepReader:
         self._pending: StepRecord | None = None
         self._pairs: list[tuple[str, str]] = []
         self._idle = 0
+        self._recent: deque[int] = deque(maxlen=_RECENT_STEPS)
+        # (id, function) of the format's parsers; narrowed to the one that matched first
+        self._parsers: tuple | None = None
+        self._parsers_for = ""
+        # a step line cut mid-item, waiting for its continuation (text, line, arrival, n)
+        self._wrap: tuple[str, int, float, int] | None = None
 
     # -- live path -----------------------------------------------------------------------------
 
     def feed(self, text: str, line_no: int, arrival: float) -> list[StepRecord]:
         """Parse one cleaned line; returns the steps it completes (usually none or one)."""
+        if self._wrap is not None:
+            consumed, done = self._join_wrap(text)
+            if consumed:  # the line continued the cut step line
+                return self._fresh(done)
+            return self._fresh(done) + self.feed(text, line_no, arrival)
         if self.format == "unknown" and not self._detect(text):
             return []
         fmt = self.format
         if fmt == "areal":
-            return self._feed_areal(text, line_no, arrival)
+            return self._fresh(self._feed_areal(text, line_no, arrival))
         if fmt == "custom":
             for parser in self._custom:
                 record = parser.match(text, line_no, arrival)
                 if record is not None:
-                    return [record]
+                    return self._fresh([record])
             return []
         if fmt == "hf":
-            items = fw.hf_items(text)
-            if items is None:
+            return self._feed_hf(text, line_no, arrival)
+        parsers = self._parsers
+        if parsers is None or self._parsers_for != fmt:
+            parsers = self._use_parsers(fmt)
+        for name, parse in parsers:
+            parsed = parse(text, arrival)
+            if parsed is None:
+                continue
+            if len(parsers) > 1:  # the shape that matched first silences the others here
+                self._parsers = ((name, parse),)
+            if fmt in _WRAPS:
+                # Inline fast path of _cut: a whole line ends in a value after a colon.
+                colon = text.rfind(":")
+                if not (text.rfind(" - ") < colon < len(text) - 1) and _cut(text):
+                    self._wrap = (text, line_no, arrival, 0)
+                    return []
+            step = parsed.step
+            if step in self._recent:  # another rank's copy, a redraw (see _fresh)
                 return []
-            self._hf_count += 1
-            return [StepRecord(self._hf_count, line_no, arrival, metrics=fw.collect(items))]
-        if fmt == "verl":
-            parsed = fw.parse_verl(text)
-        elif fmt == "torchtitan":
-            parsed = fw.parse_torchtitan(text)
-        elif fmt == "openrlhf":
-            parsed = fw.parse_openrlhf(text, arrival)
-        else:
-            return []
-        return [] if parsed is None else [_record(parsed, line_no, arrival)]
+            self._recent.append(step)
+            return [StepRecord(step, line_no, arrival, parsed.time, parsed.total,
+                               parsed.metrics)]
+        return []
+
+    def _use_parsers(self, fmt: str):
+        self._parsers_for = fmt
+        self._parsers = tuple((name, fw.PARSERS[name]) for name in _PARSERS.get(fmt, ())
+                              if name in fw.PARSERS)
+        return self._parsers
 
     def flush(self) -> list[StepRecord]:
-        """Emit a step still waiting for more lines (an AReaL step whose table is open)."""
-        return self._take_pending()
+        """Emit a step still waiting for more lines (an AReaL step whose table is open, a cut
+        step line whose continuation never came)."""
+        out: list[StepRecord] = []
+        if self._wrap is not None:
+            text, line_no, arrival, _ = self._wrap
+            self._wrap = None
+            out = self._fresh(self._whole(text, line_no, arrival))
+        return out + self._fresh(self._take_pending())
+
+    def _fresh(self, records: list[StepRecord]) -> list[StepRecord]:
+        """Drop a step number seen among the last few (another rank's copy, a redraw)."""
+        if not records:
+            return records
+        if len(records) == 1:
+            step = records[0].step
+            if step in self._recent:
+                return []
+            self._recent.append(step)
+            return records
+        out = []
+        for record in records:
+            if record.step in self._recent:
+                continue
+            self._recent.append(record.step)
+            out.append(record)
+        return out
+
+    def _feed_hf(self, text: str, line_no: int, arrival: float) -> list[StepRecord]:
+        items = fw.hf_items(text)
+        if items is None:
+            return []
+        step, total, step_time = fw.hf_step(items)
+        metrics = fw.collect(items)
+        if step_time is not None and not any(name == "step_time" for name, _ in metrics):
+            metrics = fw.with_metric(metrics, "step_time", step_time)
+        if step is None:
+            self._hf_count += 1  # HF's dict has no step number: count logging steps
+            return [StepRecord(self._hf_count, line_no, arrival, metrics=metrics)]
+        self._hf_count = step
+        return self._fresh([StepRecord(step, line_no, arrival, None, total, metrics)])
+
+    def _whole(self, text: str, line_no: int, arrival: float) -> list[StepRecord]:
+        """The step of a (re)joined line, by the format's wrap-joining parser."""
+        parsed = fw.PARSERS[_WRAPS[self.format]](text, arrival)
+        return [] if parsed is None else [_record(parsed, line_no, arrival)]
+
+    def _join_wrap(self, text: str) -> tuple[bool, list[StepRecord]]:
+        """(consumed, steps): ``text`` joined to the cut step line when it continues it (no
+        step yet while the joined line is still cut); else the cut line's step as it is, and
+        ``text`` is a line of its own (not consumed)."""
+        head, line_no, arrival, count = self._wrap or ("", 0, 0.0, 0)
+        self._wrap = None
+        if not _continues(text):
+            return False, self._whole(head, line_no, arrival)
+        joined = head + text
+        if _cut(joined) and count + 1 < _WRAP_LINES and len(joined) < _WRAP_CHARS:
+            self._wrap = (joined, line_no, arrival, count + 1)
+            return True, []
+        return True, self._whole(joined, line_no, arrival)
 
     def _detect(self, text: str) -> bool:
         """Fix ``format`` from the first line that is a step in some format."""
@@ -205,22 +306,11 @@ class StepReader:
             if parser.regex.search(text[:_CUSTOM_SCAN]):
                 self.format = "custom"
                 return True
-        found = None
-        if "Step " in text and fw.parse_areal_header(text):
-            found = "areal"
-        elif "Global step " in text and fw.parse_openrlhf(text, 0.0):
-            found = "openrlhf"
-        elif "step:" in text:
-            if fw.parse_verl(text):
-                found = "verl"
-            elif fw.parse_torchtitan(text):
-                found = "torchtitan"
-        elif "{'" in text and fw.looks_hf(text):
-            found = "hf"
-        if found is None:
-            return False
-        self.format = found
-        return True
+        for name, parser, marker in _DETECT:
+            if marker in text and fw.DETECTORS[parser](text):
+                self.format = name
+                return True
+        return False
 
     def _take_pending(self) -> list[StepRecord]:
         pending, self._pending = self._pending, None
@@ -258,6 +348,8 @@ class StepReader:
     # -- catch-up path -------------------------------------------------------------------------
 
     def _markers(self) -> tuple[str, ...]:
+        if self._wrap is not None:
+            return ()  # the line after a cut step line may continue it, marker or not
         if self.format == "unknown":
             return () if self._custom else _ANY_MARKERS
         if self.format == "custom":
@@ -277,13 +369,15 @@ class StepReader:
         line_no = first_line_no
         while pos < n:
             fmt = self.format
+            wrap = self._wrap is None
             markers = self._markers()
             changed = False
             for start, end in _candidates(chunk, pos, markers):
                 line_no += chunk.count("\n", pos, start)
                 pos = start
                 out.extend(self.feed(strip_noise(chunk[start:end]).text, line_no, arrival))
-                if self.format != fmt:  # detected: continue with this format's markers
+                if self.format != fmt or (self._wrap is None) != wrap:
+                    # detected, or a cut line began or ended: go on with the right markers
                     changed = True
                     break
             if not changed:
@@ -294,6 +388,30 @@ class StepReader:
                 pos += 1
                 line_no += 1
         return out
+
+
+def _cut(text: str) -> bool:
+    """A `` - ``-joined step line whose last item is cut: no ``key:value`` after the last separator
+    (``... - timi``), a key with no value yet (``... - timing_s/step:``), or a dangling
+    separator. A line cut right after a whole value cannot be told from a whole line."""
+    tail = text.rstrip("\r\n")
+    if tail.endswith((" -", " - ")):
+        return True
+    at = tail.rfind(" - ")
+    if at < 0:
+        return False
+    item = tail[at + 3:]
+    colon = item.find(":")
+    return colon < 0 or colon == len(item) - 1
+
+
+def _continues(text: str) -> bool:
+    """A terminal's hard wrap of such a line: no prefix (it was part of one line), no
+    new step, and spaces only inside `` - `` separators (keys and values hold none)."""
+    if not text or text.startswith("step:") or len(text) > _WRAP_CHARS:
+        return False
+    rest = text.replace(" - ", "\0").strip(" -")
+    return not any(c.isspace() for c in rest)
 
 
 def _candidates(chunk: str, pos: int, markers: tuple[str, ...]):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections import deque
 
-from rltui.parsing import distfail
+from rltui.parsing import distfail, oom
 
 MAX_STORED_LINE = 2048  # chars of one line kept in an event's text
 HEAD_LINES = 120  # a long traceback keeps its first lines (where it came from) ...
@@ -49,7 +49,8 @@ _CHAIN_MARKS = ("During handling of the above exception", "The above exception w
 # Multi-line exception messages that torch and NCCL print after the exception line.
 _CONTINUATIONS = ("CUDA kernel errors might be", "For debugging consider passing", "Compile with `TORCH_USE",
                   "Exception raised from", "frame #", "Last error:", "ncclUnhandled", "ncclSystem",
-                  "ncclInternal", "ncclInvalid", "ncclRemote", "Cuda failure", "Device-side assertion")
+                  "ncclInternal", "ncclInvalid", "ncclRemote", "Cuda failure", "Device-side assertion",
+                  *oom.CONTINUATION_PREFIXES)
 CHILD_LINE = re.compile(r"\s*[\w.]*ChildFailedError:")
 
 

@@ -1,9 +1,12 @@
-"""Saved py-spy dumps from a folder (``diagnose --stacks DIR``, ``rltui stacks DIR``).
+"""Saved stack dumps from a folder or one file (``diagnose --stacks PATH``, ``rltui stacks
+PATH``).
 
 One file per process, py-spy text or ``--json`` in any mix, or one file holding several dumps
-one after another (a shell loop over ``py-spy dump``). The rank of a dump comes from a
-``rank<N>`` token in its file name; else, when the process still runs here, from its RANK
-environment variable; else the dump is shown by pid (and sorted by pid).
+one after another (a shell loop over ``py-spy dump``, a log with dumps inside, faulthandler
+output; ``rltui.parsing.stacktext``). The rank of a dump comes from the text (a ``[rankN]:``
+prefix, a separator, a process title); else from a ``rank<N>`` token in its file name; else,
+when the process still runs here, from its RANK environment variable; else the dump is shown by
+pid (and sorted by pid).
 """
 
 from __future__ import annotations
@@ -20,15 +23,18 @@ MAX_DUMP_BYTES = 64 << 20  # a saved dump is kilobytes; anything this big is not
 
 
 class NotAFolder(ValueError):
-    """The path is not a readable folder (the message says which)."""
+    """The path is neither a readable folder nor a readable file (the message says which)."""
 
 
 def _read_files(folder: Path) -> tuple[list[tuple[str, str]], list[str]]:
     files, problems = [], []
-    try:
-        entries = sorted(folder.iterdir())
-    except OSError as exc:
-        raise NotAFolder(f"{folder}: cannot list: {exc.strerror or exc}") from None
+    if folder.is_file():
+        entries = [folder]
+    else:
+        try:
+            entries = sorted(folder.iterdir())
+        except OSError as exc:
+            raise NotAFolder(f"{folder}: cannot list: {exc.strerror or exc}") from None
     for entry in entries:
         try:
             if not entry.is_file():
@@ -57,14 +63,19 @@ def live_rank(pid: int) -> int | None:
 
 def read_dump_folder(folder: str, rank_of_pid: Callable[[int], int | None] = live_rank
                      ) -> tuple[list[ProcessDump], list[str]]:
-    """The dumps in ``folder`` ordered by rank then pid, and the problems met, as sentences.
+    """The dumps in ``folder`` (a folder of dumps, or one file holding them) ordered by rank
+    then pid, and the problems met, as sentences.
 
-    Raises ``NotAFolder`` when ``folder`` is not a folder; everything else is a problem.
+    Raises ``NotAFolder`` when ``folder`` is neither, or a file that cannot be read; everything
+    else is a problem.
     """
     path = Path(folder)
-    if not path.is_dir():
-        raise NotAFolder(f"{folder}: not a directory")
+    if not path.is_dir() and not path.is_file():
+        raise NotAFolder(f"{folder}: no such folder or file" if not path.exists()
+                         else f"{folder}: neither a folder nor a regular file")
     files, problems = _read_files(path)
+    if path.is_file() and problems:
+        raise NotAFolder(problems[0])
     dumps, parse_problems = read_folder_entries(files)
     named = {d.rank for d in dumps if d.rank is not None}
     found = []

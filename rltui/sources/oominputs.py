@@ -8,21 +8,24 @@ needs. Never raises for a missing or bad file: each problem becomes a note in th
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from rltui.diagnosis.oom.report import find_oom
 from rltui.diagnosis.oom.types import JobConfig
+from rltui.frameworks import FRAMEWORKS, config_frameworks
 from rltui.model import LogEvent, LogFileState, NodeSnapshot, ProcInfo
 
 BEFORE_LINES = 60  # log lines before the OOM that the phase reader may look at
 MAX_MODEL_CONFIG = 1 << 20
 # Where each framework's config names the model (a local folder holds config.json).
-MODEL_PATH_KEYS = {"verl": ("actor_rollout_ref.model.path",),
-                   "areal": ("actor.path", "model_path")}
+MODEL_PATH_KEYS = {f.name: f.config.model_path_keys for f in FRAMEWORKS
+                   if f.config is not None and f.config.model_path_keys}
 # Command lines that carry the whole config (the driver), preferred over a worker's.
-DRIVER_HINTS = ("verl.trainer.main_ppo", "main_ppo", "areal.", "openrlhf.cli")
+_DRIVERS = tuple(re.compile(f.config.drivers) for f in config_frameworks()
+                 if f.config is not None and f.config.drivers)
 
 
 @dataclass
@@ -38,8 +41,8 @@ class OomInputs:
 
 
 # Package folders in a traceback's file paths that name the framework.
-_TRACEBACK_FRAMEWORKS = (("/verl/", "verl"), ("/areal/", "areal"), ("/realhf/", "areal"),
-                         ("/openrlhf/", "openrlhf"))
+_TRACEBACK_FRAMEWORKS = tuple((mark, f.name) for f in config_frameworks()
+                              for mark in f.path_marks)
 
 
 def framework_in_traceback(text: str) -> str:
@@ -57,10 +60,10 @@ def _all_procs(snap: NodeSnapshot) -> list[ProcInfo]:
 
 def job_cmdline(snap: NodeSnapshot, log: LogFileState) -> tuple[str, ...]:
     """The command line that says how the job was configured: the driver's when one is seen
-    (verl and AReaL put the overrides there), else the OOM rank's, else any rank's."""
+    (RL drivers hold the overrides), else the OOM rank's, else any rank's."""
     procs = _all_procs(snap)
     for p in procs:
-        if any(h in " ".join(p.cmdline) for h in DRIVER_HINTS):
+        if any(r.search(a) for a in p.cmdline for r in _DRIVERS):
             return p.cmdline
     for p in procs:
         if (log.pid is not None and p.pid == log.pid) or (
@@ -169,7 +172,7 @@ def config_doctor(snap: NodeSnapshot, job_config: str | None = None) -> list[str
 
     procs = _all_procs(snap)
     cmdline = next((p.cmdline for p in procs
-                    if any(h in " ".join(p.cmdline) for h in DRIVER_HINTS)), None)
+                    if any(r.search(a) for a in p.cmdline for r in _DRIVERS)), None)
     if cmdline is None and job_config is None:
         return []
     return doctor(load_job_config(cmdline, config_path=job_config))

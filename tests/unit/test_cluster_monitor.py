@@ -281,7 +281,8 @@ def test_a_rank_that_exited_on_a_while_b_waits_is_pattern_a():
         node(cm, B, 1, T0 + s, where=waiting)
     snap, diag = cm.evaluate(T0 + 21)
     assert snap.stack_report.pattern == "A" and snap.stack_report.missing_ranks == (3,)
-    assert symptom(diag, CLEANUP_DEADLOCK).title == "rank 3 exited while ranks 0-2,4-7 wait"
+    assert symptom(diag, CLEANUP_DEADLOCK).title == \
+        "rank 3 exited; ranks 0-2,4-7 wait for it in all_reduce"
     exited = symptom(diag, "rank-exited")
     assert exited.ranks == (3,)
     assert [(r.rank, r.host, r.state) for r in snap.ranks if r.state != RANK_LIVE] == [

@@ -65,12 +65,14 @@ def test_steps_seen_last_step_and_total():
     assert [r.step for r in s.recent_steps] == [1, 2, 3]
 
 
-def test_a_step_older_than_the_last_does_not_replace_it():
-    book = book_with(update(steps=(step(5, 5, T0 + 50),)),
-                     update(steps=(step(4, 6, T0 + 10),)))
+def test_the_last_step_is_the_last_in_file_order_not_the_latest_stamp():
+    # A clock stepped back (or a time-of-day stamp wrapped at midnight): the later line is
+    # still the last step; its stamp says when it claims to have run.
+    book = book_with(update(steps=(step(110, 5, T0 + 50, time=T0 + 86_000),)),
+                     update(steps=(step(120, 6, T0 + 60, time=T0 + 100),)))
     s = state(book)
     assert s.steps_seen == 2
-    assert s.last_step == 5 and s.last_step_time == T0 + 50
+    assert s.last_step == 120 and s.last_step_time == T0 + 100
 
 
 def test_recent_steps_are_bounded_but_every_step_is_counted():

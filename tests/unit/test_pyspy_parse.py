@@ -149,7 +149,7 @@ def test_concatenated_json_values():
 
 @pytest.mark.parametrize("name, reason", [
     ("empty.txt", "empty file"),
-    ("garbage.txt", "not py-spy output"),
+    ("garbage.txt", "not a stack dump"),
     ("pyspy-error.txt", "py-spy failed instead of dumping: Failed to get process"),
     ("not-a-dump.json", "not a py-spy --json dump"),
     ("truncated.json", "cut short"),

@@ -23,7 +23,7 @@ COMPONENTS = ("params", "grads", "optimizer", "activations", "logits", "rollout_
 # Which components are resident when a phase runs (``OomPhase.phase`` names). Grads and optimizer
 # states are counted in every phase: unless offloaded they stay allocated between steps, so this
 # is the conservative side. The rollout engine's share is not counted while training because the
-# frameworks release the KV cache after generation (verl free_cache_engine, vLLM/SGLang sleep).
+# frameworks release the KV cache after generation (free_cache_engine, engine sleep modes).
 PHASE_COMPONENTS: Mapping[str, tuple[str, ...]] = {
     "engine-start": ("params", "grads", "optimizer", "rollout_engine"),
     "generation": ("params", "grads", "optimizer", "rollout_engine"),

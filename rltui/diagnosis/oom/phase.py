@@ -5,18 +5,18 @@ log markers, each read from the frameworks' sources.
 
 1. the event's kind: an inference engine that could not get its memory (``engine-oom``) is the
    engine's start, whatever else the text says;
-2. the traceback frames in the event's text, innermost first: the function names and files of
-   verl, AReaL, OpenRLHF, vLLM, SGLang, HF ``generate`` and torch's autograd and optimizers, the
-   source line printed under a frame (``self.actor_rollout_wg.update_actor(batch)`` in the
-   driver), and Ray's task name (``ray::WorkerDict.actor_rollout_compute_ref_log_prob()``,
-   ``name=...`` in the OOM killer's report). A frame that decides gives high confidence;
+2. the traceback frames in the event's text, innermost first: the function names and files each
+   framework of the registry lists (``rltui.frameworks``: RL frameworks, inference engines, HF
+   ``generate``) and torch's autograd and optimizers, the source line printed under a frame
+   (a driver's ``self.actor_rollout_wg.update_actor(batch)``), and Ray's task name
+   (``ray::WorkerDict.actor_rollout_compute_ref_log_prob()``, ``name=...`` in the OOM killer's
+   report). A frame that decides gives high confidence;
 3. when no frame of the event decides, a traceback whose head was cut off may still sit in the
    lines just before the event: its frames decide with medium confidence;
 4. else the log lines before the event, newest first: a marker a phase prints while it runs
-   ("Processed prompts", verl's "After entering rollout sharding manager", "update_actor",
-   AReaL's "compute_logp" ...) gives medium confidence. A marker that says a phase has just
-   finished (verl's step line, "After rollout generation") stops the search: what ran after it
-   is not known;
+   (each framework's ``LogMarker``: "Processed prompts", "update_actor", "compute_logp" ...)
+   gives medium confidence. A marker that says a phase has just finished (a step line, "After
+   rollout generation") stops the search: what ran after it is not known;
 5. else ``unknown`` with low confidence.
 
 The innermost deciding frame wins, except that an engine-start frame anywhere in the stack
@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rltui.diagnosis.oom.types import OomPhase
+from rltui.frameworks import FRAMEWORKS
 from rltui.model import LogEvent
 
 MAX_FRAMES = 400  # frames read from one event (its text is bounded anyway)
@@ -74,117 +75,45 @@ def _rule(funcs: str, paths: tuple[str, ...], phase: str, role: str, what: str,
     return _Rule(frozenset(funcs.split()), paths, phase, role, what, framework, generic)
 
 
-_VLLM = ("vllm/",)
-_SGLANG = ("sglang/srt/", "sglang/")
-_VERL = ("verl/",)
-_AREAL = ("areal/",)
-_ORLHF = ("openrlhf/",)
+# The order rules and markers are tried in: stage by stage, and within a stage the frameworks in
+# registry order. An engine's start comes first (a vLLM profile run executes the model like
+# generation does); a finished-step marker before any running one (a step line may carry
+# "timing_s/old_log_prob" and friends, which must not read as a running phase).
+STAGES = ("engine-start", "weight-sync", "generation", "log-prob", "update")
+MARKER_STAGES = ("step-done", "finished", "engine-start", "weight-sync", "generation",
+                 "log-prob", "update")
 
-# First matching rule per frame. Names read from the frameworks' sources: verl
-# (workers/fsdp_workers.py, workers/actor/dp_actor.py, workers/critic/dp_critic.py,
-# workers/rollout/*, workers/sharding_manager/*), AReaL (engine/ppo/actor.py, trainer/rl_trainer.py,
-# engine/fsdp_engine.py), OpenRLHF (trainer/ray/ppo_actor.py, ppo_critic.py, launcher.py,
-# trainer/ppo_utils/experience_maker.py), vLLM (entrypoints/llm.py, engine/, v1/engine/core.py,
-# worker/), SGLang (srt/managers/scheduler.py, srt/model_executor/model_runner.py).
-_RULES: tuple[_Rule, ...] = (
-    # -- inference engine start ---------------------------------------------------------------------
-    _rule("profile_run _dummy_run _dummy_sampler_run determine_num_available_blocks "
-          "determine_available_memory _initialize_kv_caches initialize_cache initialize_kv_cache "
-          "init_device load_model capture_model _init_executor init_worker from_engine_args "
-          "initialize_from_config _init_cache_engine _allocate_kv_cache compile_or_warm_up_model "
-          "_init_engine", _VLLM, "engine-start", "rollout", "vLLM engine start", "vllm", True),
-    _rule("__init__", ("vllm/entrypoints/llm.py", "vllm/engine/", "vllm/v1/engine/", "vllm/worker/",
-                       "vllm/v1/worker/", "vllm/executor/", "vllm/v1/executor/"),
-          "engine-start", "rollout", "vLLM engine start", "vllm", True),
-    _rule("init_memory_pool init_cuda_graphs load_model initialize profile_max_num_token capture "
-          "capture_one_batch_size init_torch_distributed _launch_subprocesses launch_server "
-          "launch_engine init_device_graphs", _SGLANG, "engine-start", "rollout",
-          "SGLang engine start", "sglang", True),
-    _rule("__init__", ("sglang/srt/entrypoints/engine.py", "sglang/srt/managers/scheduler.py",
-                       "sglang/srt/managers/tp_worker", "sglang/srt/model_executor/"),
-          "engine-start", "rollout", "SGLang engine start", "sglang", True),
-    _rule("_build_rollout", _VERL, "engine-start", "rollout", "verl builds the rollout engine", "verl"),
-    _rule("create_vllm_engines", _ORLHF, "engine-start", "rollout", "OpenRLHF starts vLLM",
-          "openrlhf"),
-    _rule("__init__", ("openrlhf/trainer/ray/vllm_engine",), "engine-start", "rollout",
-          "OpenRLHF starts vLLM", "openrlhf", True),
-    # -- weight sync -------------------------------------------------------------------------------
-    _rule("__enter__", ("sharding_manager",), "weight-sync", "actor",
-          "verl syncs the actor's weights into the rollout engine", "verl", True),
-    _rule("sync_weights _sync_weights sync_rollout_weights rollout_mode update_weights",
-          _VERL, "weight-sync", "actor", "verl syncs the actor's weights into the rollout engine",
-          "verl"),
-    _rule("update_weights _update_weights_from_distributed _update_weights_from_disk upload_weights "
-          "_update_bucket_weights_from_distributed update_weights_from_tensor "
-          "_update_weights_from_tensor", _AREAL, "weight-sync", "actor",
-          "AReaL sends the actor's weights to the inference servers", "areal"),
-    _rule("update_weights_from_distributed update_weights_from_tensor update_weights_from_disk",
-          _SGLANG, "weight-sync", "rollout", "SGLang receives new weights", "sglang"),
-    _rule("broadcast_to_vllm _broadcast_to_vllm _broadcast_to_vllm_fsdp2 _broadcast_param "
-          "_handle_cuda_ipc update_weight update_weight_cuda_ipc", _ORLHF, "weight-sync", "actor",
-          "OpenRLHF broadcasts the actor's weights to vLLM", "openrlhf"),
-    # -- generation --------------------------------------------------------------------------------
-    _rule("generate chat _run_engine execute_model step run_busy_loop _process_engine_step "
-          "step_with_batch_queue", _VLLM, "generation", "rollout", "vLLM generation", "vllm", True),
-    _rule("event_loop_normal event_loop_overlap event_loop_pp run_batch forward_batch_generation "
-          "generate async_generate generate_request", _SGLANG, "generation", "rollout",
-          "SGLang generation", "sglang", True),
-    _rule("generate_sequences _batch_level_generate_sequences _req_level_generate_sequences "
-          "_async_rollout_a_request", _VERL, "generation", "rollout", "verl rollout generation",
-          "verl"),
-    _rule("generate", ("verl/workers/rollout/",), "generation", "rollout", "verl rollout generation",
-          "verl", True),
-    _rule("generate _sample sample greedy_search _greedy_search beam_search _beam_search "
-          "_assisted_decoding", ("transformers/generation/",), "generation", "rollout",
-          "HF generate", "", True),
-    _rule("generate_samples _generate_vllm _generate_with_hf", _ORLHF, "generation", "rollout",
-          "OpenRLHF sample generation", "openrlhf"),
-    _rule("rollout_batch prepare_batch arun_episode agenerate", _AREAL, "generation", "rollout",
-          "AReaL rollout", "areal"),
-    # -- log-prob / entropy / values ----------------------------------------------------------------
-    _rule("compute_ref_log_prob", _VERL, "log-prob", "ref", "reference log-prob computation", "verl"),
-    _rule("compute_log_prob", _VERL, "log-prob", "actor", "log-prob computation", "verl"),
-    _rule("compute_values", _VERL + _AREAL, "critic-update", "critic",
-          "critic value computation (compute_values)", "verl"),
-    _rule("compute_rm_score", _VERL, "log-prob", "", "reward model forward", "verl"),
-    _rule("compute_logp", _AREAL, "log-prob", "actor", "log-prob computation", "areal"),
-    _rule("forward", ("areal/engine/fsdp_engine.py", "areal/engine/megatron_engine.py",
-                      "areal/engine/base_hf_engine.py"), "log-prob", "actor",
-          "AReaL engine forward (no gradient)", "areal", True),
-    _rule("make_experience make_experience_list make_experience_batch", _ORLHF, "log-prob", "actor",
-          "OpenRLHF experience making (log-probs, values, rewards)", "openrlhf"),
-    _rule("forward", ("openrlhf/trainer/ray/launcher.py",), "log-prob", "",
-          "OpenRLHF model actor forward", "openrlhf", True),
-    # -- updates -----------------------------------------------------------------------------------
-    _rule("update_critic", _VERL, "critic-update", "critic", "critic update", "verl"),
-    _rule("update_policy update_actor", _VERL, _UPDATE, "actor", "actor update", "verl"),
-    _rule("forward_backward_batch", _VERL, _UPDATE, "actor", "actor update (Megatron)", "verl"),
-    _rule("_optimizer_step", _VERL, _UPDATE, "actor", "actor optimizer step", "verl"),
-    _rule("ppo_update train_batch", _AREAL, _UPDATE, "actor", "PPO update", "areal"),
-    _rule("training_step_critic", _ORLHF, "critic-update", "critic", "critic update", "openrlhf"),
-    _rule("ppo_train training_step training_step_actor", _ORLHF, _UPDATE, "actor", "PPO update",
-          "openrlhf"),
-)
 
-# Calls in a frame's source line that decide like the callee's own frame would, e.g. the verl
-# driver's `gen_batch_output = self.actor_rollout_wg.generate_sequences(gen_batch)`.
-_CALL = re.compile(r"\.(generate_sequences|compute_ref_log_prob|compute_log_prob|compute_values|"
-                   r"update_actor|update_critic|compute_logp|ppo_update|make_experience_list|"
-                   r"make_experience_batch|make_experience|ppo_train|broadcast_to_vllm|"
-                   r"update_weights|sync_weights)\(")
-_CALL_FRAMEWORK = {"generate_sequences": "verl", "compute_ref_log_prob": "verl",
-                   "compute_log_prob": "verl", "compute_values": "verl", "update_actor": "verl",
-                   "update_critic": "verl", "sync_weights": "verl", "compute_logp": "areal",
-                   "ppo_update": "areal", "update_weights": "areal",
-                   "make_experience_list": "openrlhf", "make_experience_batch": "openrlhf",
-                   "make_experience": "openrlhf", "ppo_train": "openrlhf",
-                   "broadcast_to_vllm": "openrlhf"}
+def _build_rules() -> tuple[_Rule, ...]:
+    out = []
+    for stage in STAGES:
+        for fw in FRAMEWORKS:
+            for r in (fw.phase.rules if fw.phase else ()):
+                if r.stage == stage:
+                    out.append(_rule(r.funcs, r.paths, r.phase, r.role, r.what, fw.name,
+                                     r.generic))
+    return tuple(out)
 
-# Ray task classes that name the role (OpenRLHF's model actors, verl's worker group prefixes).
-_TASK_ROLE = (("Reference", "ref"), ("Critic", "critic"), ("LLMRayActor", "rollout"),
-              ("Reward", ""))
-_TASK_PREFIXES = ("actor_rollout_ref_", "actor_rollout_", "critic_", "ref_", "rollout_", "rm_",
-                  "actor_")
+
+# First matching rule per frame.
+_RULES: tuple[_Rule, ...] = _build_rules()
+# The frameworks that run the RL loop: their frames and Ray tasks name what the job was doing.
+_DRIVERS = frozenset(fw.name for fw in FRAMEWORKS if fw.phase and fw.phase.drives)
+
+# Calls in a frame's source line that decide like the callee's own frame would, e.g. a driver's
+# `gen_batch_output = self.actor_rollout_wg.generate_sequences(gen_batch)`; the name -> the
+# framework whose rule it is (the first framework in registry order that lists it).
+_CALL_FRAMEWORK: dict[str, str] = {}
+for _fw in FRAMEWORKS:
+    for _name in (_fw.phase.calls if _fw.phase else ()):
+        _CALL_FRAMEWORK.setdefault(_name, _fw.name)
+_CALL = re.compile(r"\.(" + "|".join(sorted(map(re.escape, _CALL_FRAMEWORK), key=len,
+                                            reverse=True)) + r")\(")
+
+# Ray task classes that name the role of a log-prob pass; task method prefixes (worker groups).
+_TASK_ROLE = tuple(pair for fw in FRAMEWORKS if fw.phase for pair in fw.phase.task_roles)
+_TASK_PREFIXES = tuple(p for fw in FRAMEWORKS if fw.phase for p in fw.phase.task_prefixes)
+_TASK_RULES = tuple((fw.name, t) for fw in FRAMEWORKS if fw.phase for t in fw.phase.task_rules)
 
 _BACKWARD_FUNCS = frozenset({"backward", "_engine_run_backward", "run_backward"})
 _BACKWARD_PATHS = ("torch/", "deepspeed/", "megatron/", "accelerate/", "apex/")
@@ -204,19 +133,19 @@ _PREFIXES = re.compile(r"^(?:\s*\((?:[\w.:-]+ )?pid=\d+[^)]*\) ?|\s*\[(?:rank|de
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 
 
-_PACKAGES = frozenset({"verl", "areal", "openrlhf", "vllm", "sglang", "torch", "transformers", "ray",
-                       "deepspeed", "megatron", "flash_attn", "trl", "accelerate", "peft"})
+# Package folders a short path starts at: every framework's, and the libraries under them.
+_PACKAGES = frozenset({p for fw in FRAMEWORKS for p in fw.packages} | {"torch", "flash_attn"})
 
 
 def _short(path: str) -> str:
-    """A file path from its package on: "verl/workers/fsdp_workers.py"."""
+    """A file path from its package on: "<package>/workers/fsdp_workers.py"."""
     for mark in ("site-packages/", "dist-packages/"):
         at = path.rfind(mark)
         if at >= 0:
             return path[at + len(mark):]
     parts = path.replace("\\", "/").split("/")
     for i, part in enumerate(parts[:-1]):
-        if part in _PACKAGES:  # a checkout: /workspace/AReaL/areal/..., /verl/verl/...
+        if part in _PACKAGES:  # a checkout: /workspace/Repo/pkg/..., /pkg/pkg/...
             while i + 2 < len(parts) and parts[i + 1] == part:
                 i += 1
             return "/".join(parts[i:])
@@ -286,22 +215,17 @@ def _path_ok(rule: _Rule, path: str, framework: str) -> bool:
 
 
 def _task_rule(frame: _Frame) -> _Rule | None:
-    """The rule for a Ray task name: verl's "actor_rollout_compute_ref_log_prob" ends with the
+    """The rule for a Ray task name: a worker group's "actor_rollout_compute_ref_log_prob" ends with the
     worker method's name; OpenRLHF's "ReferenceModelRayActor.forward" names the model."""
     cls, method = frame.task.split(".", 1)
     names = [method] + [method[len(p):] for p in _TASK_PREFIXES if method.startswith(p)]
     for rule in _RULES:
-        if not rule.generic and rule.framework in ("verl", "areal", "openrlhf") \
+        if not rule.generic and rule.framework in _DRIVERS \
                 and any(n in rule.funcs for n in names):
             return rule
-    if method == "forward" and ("Reference" in cls or "Reward" in cls):
-        return _Rule(frozenset({method}), (), "log-prob", "ref" if "Reference" in cls else "",
-                     "model actor forward", "openrlhf")
-    if "Critic" in cls and method in ("fit", "forward", "append", "ppo_train"):
-        return _Rule(frozenset({method}), (), "critic-update", "critic", "critic", "openrlhf")
-    if "LLMRayActor" in cls:
-        phase = "engine-start" if method == "__init__" else "generation"
-        return _Rule(frozenset({method}), (), phase, "rollout", "vLLM engine actor", "openrlhf")
+    for framework, task in _TASK_RULES:
+        if task.cls in cls and (not task.methods or method in task.methods):
+            return _Rule(frozenset({method}), (), task.phase, task.role, task.what, framework)
     return None
 
 
@@ -340,7 +264,7 @@ def _is_model(frame: _Frame) -> bool:
 
 
 def _role(rule: _Rule, frames: Sequence[_Frame], at: int) -> str:
-    """Who was computing: the rule's role, refined by the callers (verl's ref policy calls the
+    """Who was computing: the rule's role, refined by the callers (a ref policy may call the
     actor class's compute_log_prob; AReaL's trainer calls ``self.ref.compute_logp``) and by Ray's
     task names (OpenRLHF's ReferenceModelRayActor)."""
     chosen = frames[at]
@@ -377,7 +301,7 @@ def _decide_frames(frames: Sequence[_Frame], framework: str) -> tuple[str, str, 
         reason = f"{rule.what}: {_frame_text(frame, how)}"
         # The nearest framework frame around it names what the job was doing.
         outer = next((m for m in reversed(matches) if m[0] < at and m[2] == "frame"
-                      and m[1].framework in ("verl", "areal", "openrlhf")
+                      and m[1].framework in _DRIVERS
                       and frames[m[0]].func != frame.func), None)
         if outer is not None:
             reason += f", under {_frame_text(frames[outer[0]], outer[2])}"
@@ -440,63 +364,34 @@ class _Marker:
     frameworks: tuple[str, ...] = ()  # () = any; else only for these (a fuzzy marker)
 
 
-def _marker(pattern: str, phase: str | None, role: str, what: str,
-            frameworks: tuple[str, ...] = ()) -> _Marker:
-    return _Marker(re.compile(pattern), phase, role, what, frameworks)
-
-
-# Newest matching line wins; per line, the first marker in this order. Step lines come first:
-# verl's carries "timing_s/old_log_prob" and friends, which must not read as a running phase.
-_MARKERS: tuple[_Marker, ...] = (
-    _marker(r"\bstep:\d+ - ", None, "", "verl finished a step"),
-    _marker(r"Train step \d+/\d+ done", None, "", "AReaL finished a step"),
-    _marker(r"Global step \d+:", None, "", "OpenRLHF finished a step"),
-    # finished markers
-    _marker(r"Graph capturing finished|init engine \(profile, create kv cache, warmup model\) took|"
-            r"Capture cuda graph end|The server is fired up and ready to roll|"
-            r"After building sharding manager", None, "", "the inference engine finished starting"),
-    _marker(r"After rollout generation", None, "", "verl finished generation"),
-    _marker(r"After update policy", None, "", "verl finished the actor update"),
-    _marker(r"After sync model weights in sharding manager|Weights updated to version", None, "",
-            "the weight sync finished"),
-    _marker(r"seconds to fall asleep", None, "", "vLLM went to sleep (its generation finished)"),
-    # engine start
-    _marker(r"Initializing an? (?:V1 )?LLM engine|Loading model weights took|Memory profiling takes|"
-            r"# (?:GPU|CPU|cpu) blocks:|GPU KV cache size:|Maximum concurrency for|"
-            r"Capturing (?:CUDA )?graph|Capturing cudagraphs", "engine-start", "rollout",
-            "vLLM is starting"),
-    _marker(r"Load weight (?:begin|end)|KV Cache is allocated|Memory pool end|"
-            r"Capture cuda graph begin|Init torch distributed begin", "engine-start", "rollout",
-            "SGLang is starting"),
-    _marker(r"Before building (?:vllm|sglang) rollout|After building (?:vllm|sglang) rollout",
-            "engine-start", "rollout", "verl is building the rollout engine"),
-    _marker(r"Create \d+ vLLM engines", "engine-start", "rollout", "OpenRLHF is starting vLLM"),
-    # weight sync (vLLM sleep mode wakes the weights first, then the KV cache for generation)
-    _marker(r"seconds to wake up tags \[[^\]]*kv_cache", "generation", "rollout",
-            "vLLM woke its KV cache up for generation"),
-    _marker(r"seconds to wake up tags", "weight-sync", "actor", "vLLM woke its weights up for the sync"),
-    _marker(r"(?:Before|After) state_dict\(\) in sharding manager|sync_weights|update_weights|"
-            r"[Uu]pdating weights|broadcast_to_vllm|[Bb]roadcasting weights", "weight-sync", "actor",
-            "weight sync running"),
-    # generation
-    _marker(r"Processed prompts:", "generation", "rollout", "vLLM generation progress"),
-    _marker(r"After entering rollout sharding manager|generate_sequences", "generation", "rollout",
-            "verl generation running"),
-    _marker(r"\bGenerating\b(?! \w+ split)", "generation", "rollout", "generation running"),
-    _marker(r"Starting experience making", "log-prob", "actor",
-            "OpenRLHF experience making (log-probs)"),
-    # log-prob
-    _marker(r"compute_ref_log_prob|\bref_log_prob\b|\bref logp\b", "log-prob", "ref",
-            "reference log-prob running"),
-    _marker(r"compute_log_prob|\bold_log_prob\b|compute_logp|recompute logp", "log-prob", "actor",
-            "log-prob computation running"),
-    # updates
-    _marker(r"update_critic|critic update", "critic-update", "critic", "critic update running"),
-    _marker(r"Before update policy|update_policy|update_actor|\bppo_update\b|\bppo update\b|"
-            r"\btrain_batch\b", _UPDATE, "actor", "actor update running"),
-    _marker(r"Train epoch \[", _UPDATE, "actor", "OpenRLHF PPO training epoch", ("openrlhf",)),
-    _marker(r"(?<![\w/])[Rr]ollout(?![\w/])", "generation", "rollout", "AReaL rollout", ("areal",)),
+# Markers no one framework owns, tried first within their stage.
+_GENERIC_MARKERS = (
+    ("finished", r"Weights updated to version", None, "", "the weight sync finished"),
+    ("weight-sync", r"update_weights|[Uu]pdating weights", "weight-sync", "actor",
+     "weight sync running"),
+    ("generation", r"\bGenerating\b(?! \w+ split)", "generation", "rollout", "generation running"),
+    ("log-prob", r"\bref logp\b", "log-prob", "ref", "reference log-prob running"),
+    ("update", r"update_critic|critic update", "critic-update", "critic", "critic update running"),
 )
+
+
+def _build_markers() -> tuple[_Marker, ...]:
+    out = []
+    for stage in MARKER_STAGES:
+        for where, pattern, phase, role, what in _GENERIC_MARKERS:
+            if where == stage:
+                out.append(_Marker(re.compile(pattern), phase, role, what))
+        for fw in FRAMEWORKS:
+            for m in (fw.phase.markers if fw.phase else ()):
+                if m.stage == stage:
+                    phase = _UPDATE if m.phase == "update" else m.phase
+                    out.append(_Marker(re.compile(m.pattern), phase, m.role, m.what,
+                                       (fw.name,) if m.own else ()))
+    return tuple(out)
+
+
+# Newest matching line wins; per line, the first marker in this order.
+_MARKERS: tuple[_Marker, ...] = _build_markers()
 _TABLE = ("│", "║")  # AReaL's stats tables (tabulate fancy_grid)
 
 
@@ -535,7 +430,7 @@ def read_phase(event: LogEvent, before: Sequence[str], framework: str = "unknown
     """The phase an OOM event happened in, how sure that is, and why.
 
     ``before``: the log lines printed before the event (oldest first; only the last few hundred
-    are read). ``framework``: the job's framework when known (verl, areal, openrlhf); frames
+    are read). ``framework``: the job's framework when known (a registry name); frames
     are read whatever it says, but a framework's fuzzy log markers only count for it.
     """
     if event.kind == "engine-oom":

@@ -1,7 +1,8 @@
 """From an OOM (numbers, phase) and the job's config to ranked config changes and a patch (pure).
 
-The knowledge is the playbook's OOM table (verl) and AReaL's OOM guide: for each phase, the knobs
-that shrink the allocation that failed, most direct first. Every proposal is checked against the
+The knowledge is the framework's (``OomFacts.knobs`` in ``rltui.frameworks``: the playbook's OOM
+tables and OOM guides): for each phase, the knobs that shrink the allocation that
+failed, most direct first; this module turns a knob's named action into a proposed value. Every proposal is checked against the
 framework's own constraints (``frameworks.check``) with its companion changes applied, so no
 suggestion yields a config the framework rejects; one that cannot be made valid is dropped with a
 note. Memory effects come from the model-shape estimate when the model is known, else from the
@@ -16,6 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from rltui.diagnosis.oom import frameworks
 from rltui.diagnosis.oom.types import JobConfig, OomNumbers, OomPhase, Suggestion
+from rltui.frameworks import Knob, OomFacts, by_name
 
 GIB = 1 << 30
 SEARCH_LIMIT = 64  # smaller values tried for a batch size the framework rejects
@@ -68,19 +70,7 @@ def _halved(value: Any, floor: int = 1) -> int | None:
     return max(floor, value // 2)
 
 
-# -- the rules -------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Rule:
-    """One knob: how to propose a value for it and what it costs."""
-
-    key: str
-    propose: Callable[[Any, Context], Any]  # current -> proposed (None: nothing to propose)
-    why: str
-    tradeoff: str
-    also: Callable[[Any, Context], Sequence[tuple[str, Any]]] = lambda proposed, ctx: ()
-    effect: Callable[[Any, Any, Context], "int | None"] | None = None  # (current, proposed, ctx)
-
+# -- proposals -------------------------------------------------------------------------------------
 
 def _fraction_down(cur: Any, ctx: Context) -> Any:
     if not isinstance(cur, (int, float)) or isinstance(cur, bool):
@@ -110,12 +100,8 @@ def _fit_free(cur: Any, ctx: Context) -> Any:
     return fits
 
 
-def _fsdp2(cur: Any, ctx: Context) -> Any:
-    return "fsdp2" if cur == "fsdp" else None
-
-
-def _with_offload_policy(new: Any, ctx: Context) -> Sequence[tuple[str, Any]]:
-    return ((VERL_OFFLOAD_POLICY, True),)
+def _replace(cur: Any, ctx: Context, old: Any, new: Any) -> Any:
+    return new if cur == old else None
 
 
 def _true(cur: Any, ctx: Context) -> Any:
@@ -126,39 +112,71 @@ def _halve(cur: Any, ctx: Context) -> Any:
     return _halved(cur)
 
 
+def _oom(ctx: Context) -> OomFacts | None:
+    fw = by_name(ctx.config.framework)
+    return fw.oom if fw is not None else None
+
+
 def _dynamic_on(ctx: Context) -> bool:
-    return ctx.get(VERL_DYN)[0] is True
+    facts = _oom(ctx)
+    return bool(facts and facts.dynamic_key) and ctx.get(facts.dynamic_key)[0] is True
 
 
 def _micro_halve(cur: Any, ctx: Context) -> Any:
-    """verl ignores the micro batch sizes under dynamic batching: the token budget rules."""
+    """Under dynamic batching micro batch sizes are ignored: the token budget rules."""
     return None if _dynamic_on(ctx) else _halved(cur)
 
 
-def _tokens_halve(cur: Any, ctx: Context) -> Any:
-    """Under dynamic batching, the token budget per GPU is the knob; never below one sequence."""
-    if not _dynamic_on(ctx):
+def _min_tokens(ctx: Context) -> int | None:
+    """The longest sequence the framework can be asked to pack: prompt + response budgets (at
+    least one whole response when the prompt budget is unknown)."""
+    facts = _oom(ctx)
+    if facts is None or facts.seq_keys is None:
+        return None
+    prompt, _ = ctx.get(facts.seq_keys[0])
+    new, _ = ctx.get(facts.seq_keys[1])
+    if isinstance(prompt, int) and isinstance(new, int):
+        return prompt + new
+    return new if isinstance(new, int) else None
+
+
+def _tokens_down(cur: Any, ctx: Context) -> Any:
+    """Halve the token budget per micro batch, never below one whole sequence (packing places
+    whole sequences). Where the budget only counts under dynamic batching, only then."""
+    facts = _oom(ctx)
+    if facts is not None and facts.dynamic_key and not _dynamic_on(ctx):
         return None
     new = _halved(cur)
-    prompt, _ = ctx.get("data.max_prompt_length")
-    response, _ = ctx.get("data.max_response_length")
-    if new is not None and isinstance(prompt, int) and isinstance(response, int):
-        new = max(new, prompt + response)
-    return new if isinstance(cur, int) and new is not None and new < cur else None
+    if new is None:
+        return None
+    floor = _min_tokens(ctx)
+    if floor is not None:
+        new = max(new, floor)
+    return new if isinstance(cur, int) and new < cur else None
 
 
-def _dynamic(cur: Any, ctx: Context) -> Any:
+def _dynamic(cur: Any, ctx: Context, logprob_micro: str, micro: str, budget_key: str) -> Any:
     """Turn dynamic batching on only where its token budget is below what a micro batch holds
     now; else packing up to the budget would raise the peak."""
     if cur is True:
         return None
-    micro, _ = ctx.get(VERL_LOGPROB_MB if ctx.phase.phase == "log-prob" else VERL_PPO_MB)
-    budget, _ = ctx.get(f"{VERL_AR}.actor.ppo_max_token_len_per_gpu")
-    prompt, _ = ctx.get("data.max_prompt_length")
-    response, _ = ctx.get("data.max_response_length")
-    if not all(isinstance(v, int) for v in (micro, budget, prompt, response)):
+    size, _ = ctx.get(logprob_micro if ctx.phase.phase == "log-prob" else micro)
+    budget, _ = ctx.get(budget_key)
+    seq = _min_tokens(ctx)
+    if not all(isinstance(v, int) for v in (size, budget, seq)):
         return None
-    return True if micro * (prompt + response) > budget else None
+    return True if size * seq > budget else None
+
+
+def _fraction_up(cur: Any, ctx: Context, engine: str) -> Any:
+    """Only the engine's own "increase --mem-fraction-static" asks for more; a torch OOM while
+    it starts (CUDA graph capture) needs room outside that share, so it goes down."""
+    if ctx.numbers.engine != engine:
+        return _fraction_down(cur, ctx) if ctx.numbers.kind != "engine-oom" else None
+    if not isinstance(cur, (int, float)) or isinstance(cur, bool):
+        return None
+    new = round(min(0.9, float(cur) + 0.1), 2)
+    return new if new > cur else None
 
 
 def _estimate_effect(cur: Any, new: Any, ctx: Context, key: str = "") -> int | None:
@@ -171,194 +189,46 @@ def _estimate_effect(cur: Any, new: Any, ctx: Context, key: str = "") -> int | N
     return max(0, before - after)
 
 
-def _est(key: str) -> Callable[[Any, Any, Context], int | None]:
-    return lambda cur, new, ctx: _estimate_effect(cur, new, ctx, key)
-
-
-VERL_AR = "actor_rollout_ref"
-VERL_ROLLOUT_UTIL = f"{VERL_AR}.rollout.gpu_memory_utilization"
-VERL_LOGPROB_MB = f"{VERL_AR}.rollout.log_prob_micro_batch_size_per_gpu"
-VERL_REF_LOGPROB_MB = f"{VERL_AR}.ref.log_prob_micro_batch_size_per_gpu"
-VERL_PPO_MB = f"{VERL_AR}.actor.ppo_micro_batch_size_per_gpu"
-VERL_CKPT = f"{VERL_AR}.model.enable_gradient_checkpointing"
-VERL_STRATEGY = f"{VERL_AR}.actor.strategy"
-VERL_OFFLOAD_PARAM = f"{VERL_AR}.actor.fsdp_config.param_offload"
-VERL_OFFLOAD_OPT = f"{VERL_AR}.actor.fsdp_config.optimizer_offload"
-VERL_DYN = f"{VERL_AR}.actor.use_dynamic_bsz"
-VERL_OFFLOAD_POLICY = f"{VERL_AR}.actor.fsdp_config.offload_policy"
-VERL_CRITIC_MB = "critic.ppo_micro_batch_size_per_gpu"
-VERL_CRITIC_CKPT = "critic.model.enable_gradient_checkpointing"
-
-FSDP2 = Rule(VERL_STRATEGY, _fsdp2,
-             "FSDP2 with offload_policy keeps parameters, gradients and optimizer states in host "
-             "memory and streams them per layer: the actor's resident share on the GPU drops to "
-             "about one layer", "host-device traffic every step: slower update; needs a verl "
-             "version with FSDP2", also=_with_offload_policy, effect=None)
-LOGITS_WHY = ("log-prob computation materialises micro batch x sequence x vocabulary logits in "
-              "fp32; halving the micro batch halves that peak")
-MICRO_TRADEOFF = ("more, smaller forward passes: the log-prob phase gets slower; results are the "
-                  "same")
-
-VERL_RULES: dict[str, list[Rule]] = {
-    "engine-start": [
-        Rule(VERL_ROLLOUT_UTIL, _fit_free,
-             "the inference engine asks for gpu_memory_utilization x the GPU at start, and less "
-             "than that is free",
-             "a smaller KV cache: fewer sequences decoded at once, slower rollout",
-             effect=_fraction_effect),
-    ],
-    "generation": [
-        Rule(VERL_ROLLOUT_UTIL, _fraction_down,
-             "the rollout engine preallocates gpu_memory_utilization x the GPU for weights and KV "
-             "cache; the rest of the step (log-prob, the actor's own copy) must fit beside it",
-             "a smaller KV cache: fewer sequences decoded at once, slower rollout",
-             effect=_fraction_effect),
-        Rule(VERL_LOGPROB_MB, _micro_halve, LOGITS_WHY, MICRO_TRADEOFF,
-             effect=_est(VERL_LOGPROB_MB)),
-        Rule(VERL_CKPT, _true,
-             "activations are recomputed in backward instead of kept: the actor's peak drops",
-             "about 30 % more compute in the actor update", effect=_est(VERL_CKPT)),
-        Rule(VERL_OFFLOAD_PARAM, _true,
-             "FSDP keeps the actor's parameter shard in host memory between phases, leaving the "
-             "GPU to the rollout engine",
-             "host-device copies at every phase change: slower steps, more host memory",
-             effect=_est(VERL_OFFLOAD_PARAM)),
-        FSDP2,
-    ],
-    "log-prob": [
-        Rule(VERL_LOGPROB_MB, _micro_halve, LOGITS_WHY, MICRO_TRADEOFF,
-             effect=_est(VERL_LOGPROB_MB)),
-        Rule(VERL_REF_LOGPROB_MB, _micro_halve, LOGITS_WHY + " (reference model)",
-             MICRO_TRADEOFF, effect=_est(VERL_REF_LOGPROB_MB)),
-        Rule(f"{VERL_AR}.rollout.log_prob_max_token_len_per_gpu", _tokens_halve,
-             "under dynamic batching the token budget per micro batch sets the logits' size",
-             MICRO_TRADEOFF, effect=None),
-        Rule(VERL_DYN, _dynamic,
-             "dynamic batch sizes pack micro batches by token count (ppo_max_token_len_per_gpu) "
-             "instead of by sequences: no micro batch exceeds the token limit",
-             "micro batch boundaries change; throughput usually improves",
-             effect=None),
-    ],
-    "actor-forward": [
-        Rule(VERL_PPO_MB, _micro_halve,
-             "activations scale with the micro batch; verl accumulates gradients over micro "
-             "batches, so ppo_mini_batch_size (the effective batch) is unchanged",
-             "more, smaller passes: the actor update gets slower", effect=_est(VERL_PPO_MB)),
-        Rule(f"{VERL_AR}.actor.ppo_max_token_len_per_gpu", _tokens_halve,
-             "under dynamic batching the token budget per micro batch sets the activations",
-             "more, smaller passes: the actor update gets slower", effect=None),
-        Rule(VERL_CKPT, _true,
-             "activations are recomputed in backward instead of kept",
-             "about 30 % more compute in the actor update", effect=_est(VERL_CKPT)),
-        Rule(VERL_OFFLOAD_OPT, _true,
-             "the Adam states (8 bytes per parameter, sharded) move to host memory",
-             "optimizer step on CPU transfers: slower update, more host memory",
-             effect=_est(VERL_OFFLOAD_OPT)),
-        Rule(VERL_OFFLOAD_PARAM, _true,
-             "the parameter shard lives in host memory outside the forward and backward",
-             "host-device copies every step: slower", effect=_est(VERL_OFFLOAD_PARAM)),
-        FSDP2,
-    ],
-    "critic-update": [
-        Rule(VERL_CRITIC_MB, _micro_halve,
-             "the critic's activations scale with its micro batch; gradients are accumulated, "
-             "so its mini batch is unchanged", "slower critic update", effect=_est(VERL_CRITIC_MB)),
-        Rule(VERL_CRITIC_CKPT, _true, "activations recomputed in the critic's backward",
-             "about 30 % more compute in the critic update", effect=None),
-    ],
-    "weight-sync": [
-        Rule(VERL_ROLLOUT_UTIL, _fraction_down,
-             "syncing weights into the rollout engine needs room for a full gathered copy beside "
-             "the engine's preallocated share",
-             "a smaller KV cache: slower rollout", effect=_fraction_effect),
-        Rule(VERL_OFFLOAD_PARAM, _true,
-             "the actor's shard leaves the GPU between phases", "slower phase changes",
-             effect=_est(VERL_OFFLOAD_PARAM)),
-    ],
+# A knob's action name (rltui.frameworks Knob.action) -> (current, ctx, *args) -> proposal.
+ACTIONS: dict[str, Callable[..., Any]] = {
+    "halve": _halve,
+    "micro_halve": _micro_halve,
+    "tokens_down": _tokens_down,
+    "fraction_down": _fraction_down,
+    "fraction_up": _fraction_up,
+    "fit_free": _fit_free,
+    "true": _true,
+    "replace": _replace,
+    "dynamic_on": _dynamic,
 }
-VERL_RULES["actor-backward"] = VERL_RULES["actor-forward"]
-VERL_RULES["unknown"] = [VERL_RULES["log-prob"][0], VERL_RULES["actor-forward"][0],
-                         VERL_RULES["actor-forward"][1], VERL_RULES["generation"][0]]
-
-AREAL_CONCURRENT = "rollout.max_concurrent_rollouts"
-AREAL_MEM_FRACTION = "sglang.mem_fraction_static"
-AREAL_MAX_TOKENS = "actor.mb_spec.max_tokens_per_mb"
-AREAL_CKPT = "actor.gradient_checkpointing"
-AREAL_MAX_PROMPT = "train_dataset.max_length"
-AREAL_MAX_NEW = "gconfig.max_new_tokens"
+HALVING = ("halve", "micro_halve", "tokens_down")
 
 
-def _tokens_down(cur: Any, ctx: Context) -> Any:
-    """Halve the token budget per micro batch, but never below one whole sequence (AReaL packs
-    whole sequences: a budget below prompt + max_new_tokens cannot hold the longest one)."""
-    floor = _min_tokens(ctx)
-    new = _halved(cur)
-    if new is None:
-        return None
-    if floor is not None:
-        new = max(new, floor)
-    return new if isinstance(cur, int) and new < cur else None
+@dataclass(frozen=True)
+class Rule:
+    """One knob made callable: how to propose a value for it and what it costs."""
+
+    key: str
+    propose: Callable[[Any, Context], Any]  # current -> proposed (None: nothing to propose)
+    why: str
+    tradeoff: str
+    also: Callable[[Any, Context], Sequence[tuple[str, Any]]] = lambda proposed, ctx: ()
+    effect: Callable[[Any, Any, Context], "int | None"] | None = None  # (current, proposed, ctx)
+    halving: bool = False
 
 
-def _min_tokens(ctx: Context) -> int | None:
-    """The longest sequence AReaL can be asked to pack: prompt budget + generation budget."""
-    prompt, _ = ctx.get(AREAL_MAX_PROMPT)
-    new, _ = ctx.get(AREAL_MAX_NEW)
-    if isinstance(prompt, int) and isinstance(new, int):
-        return prompt + new
-    return new if isinstance(new, int) else None  # at least one whole response
-
-
-def _fraction_up(cur: Any, ctx: Context) -> Any:
-    """Only SGLang's own "increase --mem-fraction-static" asks for more; a torch OOM while
-    SGLang starts (CUDA graph capture) needs room outside that share, so it goes down."""
-    if ctx.numbers.engine != "sglang":
-        return _fraction_down(cur, ctx) if ctx.numbers.kind != "engine-oom" else None
-    if not isinstance(cur, (int, float)) or isinstance(cur, bool):
-        return None
-    new = round(min(0.9, float(cur) + 0.1), 2)
-    return new if new > cur else None
-
-
-AREAL_RULES: dict[str, list[Rule]] = {
-    "engine-start": [
-        Rule("vllm.gpu_memory_utilization", _fit_free,
-             "vLLM asks for gpu_memory_utilization x the GPU at start, and less than that is free",
-             "a smaller KV cache: slower rollout", effect=_fraction_effect),
-        Rule(AREAL_MEM_FRACTION, _fraction_up,
-             "SGLang could not fit the weights and a minimal KV cache in mem_fraction_static of "
-             "the GPU (its own message asks to increase it)",
-             "less memory left on that GPU for anything else (fine on dedicated rollout GPUs)",
-             effect=None),
-    ],
-    "generation": [
-        Rule(AREAL_CONCURRENT, _halve,
-             "fewer rollouts in flight hold fewer KV-cache blocks and responses",
-             "lower rollout throughput", effect=None),
-        Rule(AREAL_MEM_FRACTION, _fraction_down,
-             "the SGLang server's static share leaves the rest of the GPU to other work",
-             "a smaller KV cache: slower rollout", effect=_fraction_effect),
-    ],
-    "log-prob": [
-        Rule(AREAL_MAX_TOKENS, _tokens_down,
-             "micro batches are packed up to max_tokens_per_mb tokens; the logits of a micro batch "
-             "scale with it", MICRO_TRADEOFF, effect=_est(AREAL_MAX_TOKENS)),
-    ],
-    "actor-forward": [
-        Rule(AREAL_MAX_TOKENS, _tokens_down,
-             "activations scale with the tokens in a micro batch; gradients are accumulated, so "
-             "the batch is unchanged", "more, smaller passes: slower update",
-             effect=_est(AREAL_MAX_TOKENS)),
-        Rule(AREAL_CKPT, _true, "activations recomputed in backward",
-             "about 30 % more compute in the update", effect=_est(AREAL_CKPT)),
-    ],
-}
-AREAL_RULES["actor-backward"] = AREAL_RULES["actor-forward"]
-AREAL_RULES["critic-update"] = AREAL_RULES["actor-forward"]
-AREAL_RULES["weight-sync"] = AREAL_RULES["generation"]
-AREAL_RULES["unknown"] = AREAL_RULES["actor-forward"] + AREAL_RULES["generation"]
-
-RULES = {"verl": VERL_RULES, "areal": AREAL_RULES}
+def rule_of(knob: Knob) -> Rule:
+    act = ACTIONS[knob.action]
+    args = knob.args
+    effect = None
+    if knob.effect == "fraction":
+        effect = _fraction_effect
+    elif knob.effect == "estimate":
+        effect = (lambda key: lambda cur, new, ctx: _estimate_effect(cur, new, ctx, key))(knob.key)
+    also = knob.also
+    return Rule(knob.key, lambda cur, ctx: act(cur, ctx, *args), knob.why, knob.tradeoff,
+                also=lambda proposed, ctx: also, effect=effect,
+                halving=knob.action in HALVING)
 
 
 # -- assembling ------------------------------------------------------------------------------------
@@ -416,7 +286,6 @@ def _rule_suggestion(rule: Rule, ctx: Context) -> tuple[Suggestion | None, str |
                       also=also, need_before=before, need_after=after), None
 
 
-HALVING = (_halve, _micro_halve, _tokens_down)
 HALF = "half of the job's value"
 
 
@@ -468,21 +337,39 @@ def host(ctx: Context) -> tuple[list[Suggestion], list[str]]:
 
 
 def _fits_strategy(rule: Rule, ctx: Context) -> bool:
-    """FSDP keys mean nothing to a Megatron actor (verl ignores them)."""
-    strategy, _ = ctx.get(VERL_STRATEGY)
-    if ctx.config.framework == "verl" and str(strategy).startswith("megatron"):
-        return "fsdp" not in rule.key and rule.key != VERL_STRATEGY
+    """Keys of one strategy mean nothing under another (FSDP keys mean nothing to a Megatron
+    actor): the framework's ``exclusive`` says which."""
+    facts = _oom(ctx)
+    if facts is None or facts.exclusive is None:
+        return True
+    key, prefix, part = facts.exclusive
+    strategy, _ = ctx.get(key)
+    if str(strategy).startswith(prefix):
+        return part not in rule.key and rule.key != key
     return True
 
 
 def _for_role(rules: Sequence[Rule], ctx: Context) -> list[Rule]:
-    """The reference model's knobs first when the reference model failed."""
+    """The reference model's knobs first when the reference model failed: the framework's
+    renames (AReaL's ``actor.mb_spec`` -> ``ref.mb_spec``), then its ``.ref.`` keys first."""
     if ctx.phase.role != "ref":
         return list(rules)
-    if ctx.config.framework == "areal":
-        return [replace(r, key="ref" + r.key[len("actor"):]) if r.key.startswith("actor.mb_spec")
-                else r for r in rules]
-    return sorted(rules, key=lambda r: ".ref." not in r.key)
+    facts = _oom(ctx)
+    renamed = []
+    for r in rules:
+        for old, new in (facts.ref_renames if facts else ()):
+            if r.key.startswith(old):
+                r = replace(r, key=new + r.key[len(old):])
+                break
+        renamed.append(r)
+    return sorted(renamed, key=lambda r: ".ref." not in r.key)
+
+
+def _rules(framework: str) -> dict[str, list[Rule]] | None:
+    fw = by_name(framework)
+    if fw is None or fw.oom is None or not fw.oom.knobs:
+        return None
+    return {phase: [rule_of(k) for k in knobs] for phase, knobs in fw.oom.knobs.items()}
 
 
 def suggest(ctx: Context) -> tuple[list[Suggestion], list[str]]:
@@ -505,7 +392,7 @@ def suggest(ctx: Context) -> tuple[list[Suggestion], list[str]]:
             notes.append(f"process {pid} holds {used / GIB:.2f} GiB on GPU {gpu}: if it is not "
                          "part of this job (an orphaned inference engine, another user), stop it "
                          "first")
-    rules = RULES.get(ctx.config.framework)
+    rules = _rules(ctx.config.framework)
     if rules is None:
         if ctx.config.framework == "unknown":
             notes.append("framework not recognised: generic PyTorch advice only (give the "
@@ -522,9 +409,9 @@ def suggest(ctx: Context) -> tuple[list[Suggestion], list[str]]:
             s, note = _rule_suggestion(rule, ctx)
             if note:
                 notes.append(note)
-            if s is None and rule.propose in HALVING and ctx.get(rule.key)[0] is None:
+            if s is None and rule.halving and ctx.get(rule.key)[0] is None:
                 # The job's value is not known (its config was not read, or it relies on a
-                # value verl derives): the direction still helps, without a number.
+                # value the framework derives): the direction still helps, without a number.
                 s = Suggestion(key=rule.key, current=None, proposed=HALF, why=rule.why,
                                tradeoff=rule.tradeoff, current_is_default=True)
             if s is not None and all(s.key != f.key for f in found):
@@ -549,7 +436,7 @@ def _hydra_value(value: Any) -> str:
 
 def patch(framework: str, suggestions: Sequence[Suggestion], take: int = 2) -> str:
     """The first ``take`` config suggestions (with their companions) and any environment
-    change, ready to paste: Hydra overrides for verl, a YAML fragment for AReaL."""
+    change, ready to paste in the framework's style: Hydra overrides or a YAML fragment."""
     env = [s for s in suggestions if s.key.startswith("env:")]
     conf = [s for s in suggestions if not s.key.startswith("env:") and "." in s.key
             and s.proposed != HALF][:take]
@@ -557,12 +444,14 @@ def patch(framework: str, suggestions: Sequence[Suggestion], take: int = 2) -> s
     lines: list[str] = []
     for s in env:
         lines.append(f"export {s.key[4:]}={s.proposed}")
-    if framework == "verl" and changes:
-        lines.append("# append to the python3 -m verl.trainer.main_ppo command line:")
-        lines.extend(f"{k}={_hydra_value(v)}" for k, v in changes)
-    elif framework == "areal" and changes:
-        lines.append("# in the experiment YAML:")
-        lines.extend(_yaml_lines(changes))
+    fw = by_name(framework)
+    style = fw.oom.patch_style if fw is not None and fw.oom is not None else ""
+    if style and changes:
+        lines.append(fw.oom.patch_header)
+        if style == "hydra":
+            lines.extend(f"{k}={_hydra_value(v)}" for k, v in changes)
+        else:
+            lines.extend(_yaml_lines(changes))
     return "\n".join(lines) + ("\n" if lines else "")
 
 

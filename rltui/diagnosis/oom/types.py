@@ -9,11 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from rltui.frameworks import config_frameworks
+
 # Phases of an RL training step where an OOM happens (``OomPhase.phase``).
 PHASES = ("engine-start", "generation", "log-prob", "actor-forward", "actor-backward",
           "critic-update", "weight-sync", "unknown")
 CONFIDENCES = ("high", "medium", "low")
-FRAMEWORKS = ("verl", "areal", "openrlhf", "unknown")
+# The frameworks whose job config rltui reads (rltui.frameworks.config_frameworks), and unknown.
+FRAMEWORKS = (*(f.name for f in config_frameworks()), "unknown")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +65,7 @@ class JobConfig:
 
 @dataclass(frozen=True, slots=True)
 class Suggestion:
-    key: str  # dotted key path (verl: Hydra path; AReaL: YAML path); "env:NAME" for a variable
+    key: str  # dotted key path (a dotted path in the framework's config tree); "env:NAME" for a variable
     current: Any
     proposed: Any
     why: str
@@ -81,6 +84,6 @@ class OomReport:
     phase: OomPhase
     framework: str = "unknown"
     suggestions: tuple[Suggestion, ...] = ()
-    patch: str = ""  # Hydra overrides (verl), a YAML diff (AReaL), env lines
+    patch: str = ""  # the framework's patch style (Hydra overrides or a YAML fragment), env lines
     estimate: Mapping[str, Any] | None = None  # components in bytes, before and after
     notes: tuple[str, ...] = ()
