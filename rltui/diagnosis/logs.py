@@ -210,9 +210,18 @@ def zero_step_completion(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
 def nccl_timeout(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
                  th: Thresholds) -> list[Symptom]:
     found = events_of(snap, ["nccl-timeout"])
-    if not found:
+    stuck = events_of(snap, ["nccl-heartbeat"])
+    if not found and not stuck:
         return []
     evidence = []
+    for log, e in stuck[:4]:
+        # The heartbeat monitor: the watchdog itself hung (a CUDA or NCCL call that never
+        # returns), so no timeout could be reported; the process is taken down.
+        secs = e.field("stuck_s")
+        evidence.append(f"{ref(log, e)}: rank {e.field('rank')} process group {e.field('pg')}: "
+                        "the NCCL watchdog got stuck"
+                        + (f" for {secs:.0f} s" if isinstance(secs, (int, float)) else "")
+                        + " (heartbeat monitor)")
     for log, e in found[:8]:
         timeout = e.field("timeout_ms")
         ran = e.field("ran_for_ms")
@@ -228,17 +237,22 @@ def nccl_timeout(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
         ops.setdefault((e.field("pg"), e.field("seq")), set()).update(
             [e.field("op")] if e.field("op") else [])
     collectives = sum(max(1, len(o)) for o in ops.values())  # one seq, two ops: a mismatch
-    if collectives == 1:
+    if not found:
+        pass
+    elif collectives == 1:
         evidence.append("every timeout is at the same collective: points to the network or a "
                         "slow rank rather than diverging code (pattern C)")
     else:
         evidence.append(f"{collectives} different collectives timed out: ranks may be on "
                         "different code paths (pattern B)")
-    ranks = tuple(sorted({r for _, e in found if isinstance(r := e.field("rank"), int)}))
+    ranks = tuple(sorted({r for _, e in found + stuck if isinstance(r := e.field("rank"), int)}))
+    title = (f"NCCL watchdog timeout on {len(found)} collective(s)" if found else
+             f"NCCL watchdog stuck on {rank_label(ranks) if ranks else 'a rank'} (heartbeat "
+             "monitor)")
     return [Symptom(
         id="nccl-timeout",
         severity="critical",
-        title=f"NCCL watchdog timeout on {len(found)} collective(s)",
+        title=title,
         ranks=ranks,
         evidence=tuple(evidence),
         next_steps=(
@@ -280,10 +294,15 @@ def cuda_oom(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
     if fragmented:
         steps.append("Reserved-but-unallocated memory exceeds the request: fragmentation. Set "
                      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.")
-    if any(e.kind == "engine-oom" for _, e in found):
+    engines = [e for _, e in found if e.kind == "engine-oom"]
+    if any(e.field("phase") != "serving" for e in engines):
         steps.append("Inference engine start: lower gpu_memory_utilization / "
                      "--mem-fraction-static, and look for an orphaned engine process "
                      "(VLLM::EngineCore) still holding GPU memory.")
+    if any(e.field("phase") == "serving" for e in engines):
+        steps.append("Inference engine while serving: its KV-cache pool ran out; lower the "
+                     "concurrency (--max-running-requests, max_num_seqs) or the chunked "
+                     "prefill size, or give the pool more memory (--mem-fraction-static).")
     steps += [
         "For the phase and the exact changes for this job's config, with their memory effect "
         "and a patch: press m in the app, or run `rltui oom` (docs/oom.md).",
@@ -293,10 +312,14 @@ def cuda_oom(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
         "accumulation to keep the effective batch; enable gradient checkpointing.",
     ]
     ranks = tuple(sorted({r for r in (_rank_of(log, snap) for log, _ in found) if r is not None}))
+    # The caching allocator's warning (torch >= 2.8) fires on a failed attempt that a retry
+    # may have rescued: alone, it is a warning, not a crash.
+    retried = all(e.field("warning") is True for _, e in found)
     return [Symptom(
         id="cuda-oom",
-        severity="critical",
-        title=f"CUDA out of memory ({len(found)} in the logs)"
+        severity="warning" if retried else "critical",
+        title=(f"CUDA allocation failed and was retried ({len(found)} in the logs)" if retried
+               else f"CUDA out of memory ({len(found)} in the logs)")
               + (f" on {rank_label(ranks)}" if ranks else ""),
         ranks=ranks,
         evidence=tuple(evidence),

@@ -20,7 +20,8 @@ from rltui.model import TRIAGE_METRICS
 # key wins. Keys not listed are not stored.
 METRIC_KEYS: dict[str, tuple[str, ...]] = {
     "loss": ("actor/pg_loss", "policy_loss", "loss", "train/loss",
-             "ppo_actor/update/actor_loss/avg", "loss_metrics/global_avg_loss", "sft/loss/avg"),
+             "ppo_actor/update/actor_loss/avg", "loss_metrics/global_avg_loss", "sft/loss/avg",
+             "loss/policy_avg"),
     "reward": ("critic/score/mean", "critic/rewards/mean", "reward", "rewards/mean",
                "task_reward", "ppo_actor/task_reward/avg", "grpo_actor/task_reward/avg",
                "rollout/reward"),
@@ -233,7 +234,8 @@ def parse_openrlhf(text: str, arrival: float) -> Parsed | None:
 
 # -- HF Trainer / TRL: "{'loss': 1.2345, 'grad_norm': 0.87, 'learning_rate': 4.9e-05, ...}" -
 
-_HF_STEP_KEYS = frozenset(("loss", "learning_rate", "grad_norm"))
+# TRL's PPOTrainer logs "lr" and "loss/policy_avg" instead of the Trainer's names.
+_HF_STEP_KEYS = frozenset(("loss", "learning_rate", "grad_norm", "lr", "loss/policy_avg"))
 # Dicts that are not training steps: evaluation results and the final summary.
 _HF_NOT_STEP = ("eval_", "test_", "predict_", "train_runtime", "train_samples_per_second")
 
@@ -321,10 +323,14 @@ def hf_step(items: list[tuple[str, str]]) -> tuple[int | None, int | None, float
             if done.isdigit() and len(done) < 19:
                 step = int(done)
                 total = int(most) if most.isdigit() and len(most) < 19 else None
-        elif key == "train_speed(iter/s)":
+        elif key == "step_time":  # newer ms-swift: the step's own seconds
+            step_time = to_float(raw)
+        elif key == "train_speed(iter/s)" and step_time is None:
             speed = to_float(raw)
             if speed:
                 step_time = 1.0 / speed
+        elif key == "train_speed(s/it)" and step_time is None:
+            step_time = to_float(raw)
     return step, total, step_time
 
 

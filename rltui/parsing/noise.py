@@ -11,28 +11,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from rltui.parsing import transport
+
 # CSI (colours, cursor moves), OSC (titles, hyperlinks; ended by BEL or ST), DCS/PM/APC
 # strings, and two-byte escapes. A line cut mid-sequence leaves an unterminated escape at
 # its end; that is removed too so no stray ESC reaches the screen.
-_ANSI = re.compile(
-    r"\x1b(?:\[[0-?]*[ -/]*(?:[@-~]|$)"
-    r"|\][^\x07\x1b]*(?:\x07|\x1b\\|$)"
-    r"|[PX^_][^\x1b]*(?:\x1b\\|$)"
-    r"|[ -/]*[0-~])?"  # ...and a lone ESC is dropped whatever follows it
-    r"|\x9b[0-?]*[ -/]*[@-~]"
-)
+_ANSI = transport.ANSI
 
 # torchrun --tee / --role prefixes: "[rank3]:" (newer) and "[default0]:" (role + local rank).
 # No space follows: the original line (maybe indented) starts right after the colon.
 _RANK = re.compile(r"\[(?:rank|default)(\d{1,7})\]:")
 
-# Ray's log monitor prefixes worker output with the actor or task and its pid, the node ip
-# when it is not the driver's, and a custom repr when the actor defines one. Ray's own
-# daemons appear by name. "(AReaL)" must not match: it is AReaL's header, not a Ray prefix.
-_RAY = re.compile(
-    r"\((?P<actor>[^()\s,]+(?:\([^()]*\))?)?\s?pid=(?P<pid>\w{1,12})(?:,[^()]*)?\) ?"
-    r"|\((?P<daemon>raylet|gcs_server|autoscaler|monitor|dashboard|log_monitor)(?:,[^()]*)?\) ?"
-)
+# Ray's log monitor: actor or task, pid, node ip (rltui.parsing.transport).
+_RAY = transport.RAY
 
 # AReaL merged.log: ``f"[{role}]".ljust(10)`` in front of every line of every role. The pad
 # to exactly 10 columns is what tells it from tags like "[titan] " or "[AReaL] "; roles are
@@ -41,7 +32,7 @@ _ROLE = re.compile(r"\[(?P<role>[a-z][a-z0-9_.@-]{0,40})\]")
 _ROLE_WIDTH = 10
 
 # Ray's log deduplication suffix.
-_REPEATED = re.compile(r"\[repeated (\d{1,9})x across cluster\]\s*$")
+_REPEATED = transport.REPEATED
 
 _MAX_PREFIXES = 6  # prefixes nest (role, then Ray, then rank); more is not a prefix chain
 
@@ -50,9 +41,12 @@ _MAX_PREFIXES = 6  # prefixes nest (role, then Ray, then rank); more is not a pr
 # log viewer's ``[NNNN] ``. Cheap guards first: most lines carry none of these.
 _CARRIER_STAMP = re.compile(
     r"\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)\]?[ \t]")
-_COMPOSE = re.compile(r"[A-Za-z0-9][\w.-]{0,62} +\| ")
-_MPI = re.compile(r"\[\d{1,9},(\d{1,7})\]<std(?:out|err)>:")
-_LINENO = re.compile(r"\[\d{1,9}\] ")
+_COMPOSE = transport.COMPOSE
+_MPI = transport.MPI
+_LINENO = transport.LINENO
+# pdsh/clush put the host in front; an IPv4 address or localhost is unambiguous there (a host
+# name is not: "worker: started" is what programs print).
+_PDSH = re.compile(r"(?:\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost): ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,16 +82,23 @@ def _strip_carriers(text: str) -> tuple[str, str | None, int | None]:
                 stamp = m.group(0).strip(" \t[]")
                 text = text[m.end():]
                 continue
+            m = _PDSH.match(text) if head != "[" else None
+            if m:
+                text = text[m.end():]
+                continue
             if head == "[":
                 m = _MPI.match(text)
                 if m:
-                    rank = int(m.group(1))
+                    rank = int(m.group("n"))
                     text = text[m.end():]
                     continue
                 m = _LINENO.match(text)
                 if m:
                     text = text[m.end():]
                     continue
+        if text.startswith("localhost: "):
+            text = text[11:]
+            continue
         if head.isalnum() and "| " in text[:72]:
             m = _COMPOSE.match(text)
             if m:
@@ -158,7 +159,8 @@ def strip_noise(raw: str) -> Cleaned:
     actor: str | None = None
     stamp: str | None = None
     head = text[:1]
-    if head.isdigit() or head == "[" or (head.isalnum() and "| " in text[:72]):
+    if head.isdigit() or head == "[" or (head.isalnum() and "| " in text[:72]) or \
+            text.startswith("localhost: "):
         text, stamp, rank = _strip_carriers(text)
     if text[:1] in ("[", "("):
         text, rank, actor = _strip_prefixes(text, rank, actor)

@@ -182,6 +182,14 @@ class _Reader:
 
     def _keep(self, d: _Dump) -> None:
         d.close_thread()
+        if d.faulthandler and len(d.threads) > 1 and \
+                not any(t.name == "MainThread" for t in d.threads):
+            # faulthandler walks the interpreter's threads newest first, so the main thread,
+            # the oldest, is the last one listed (named above when its stack reaches <module>)
+            last = d.threads[-1]
+            if any(not f.native for f in last.frames):
+                d.threads[-1] = ThreadStack(last.thread_id, "MainThread", last.status,
+                                            last.frames)
         self.dumps.append((d.first_line, len(self.dumps), d))
 
     def finish(self, ch: _Channel) -> None:
@@ -372,8 +380,10 @@ class _Reader:
                 cur.open_thread(0, "unknown", "")
                 self._add(ch, (m.group(3).strip(), m.group(1), int(m.group(2))))
                 return True
-            frame = _frame(line) or _bare_frame(s)
-            if frame is not None and _looks_python(frame):
+            indented = _frame(line)
+            frame = indented or _bare_frame(s)
+            if frame is not None and (_looks_python(frame) if indented is None
+                                      else _filey(frame[1])):
                 cur = self.start(ch, at, peeled)
                 cur.open_thread(0, "unknown", "")
                 self._add(ch, frame)
@@ -502,6 +512,12 @@ def _bare_frame(s: str) -> tuple[str, str, int] | None:
         return None
     frame = sf.split_frame("    " + s)
     return frame if frame is not None and frame[2] > 0 else None
+
+
+def _filey(name: str) -> bool:
+    """A frame's file as py-spy prints it (``x.py``, ``libc.so.6``, ``<string>``), not the
+    parenthesised end of some other line (``(os error 2)``, ``(unknown)``)."""
+    return (name.startswith("<") or "." in name) and " " not in name.strip()
 
 
 def _looks_python(frame: tuple[str, str, int]) -> bool:

@@ -182,6 +182,7 @@ class StepReader:
         self._pairs: list[tuple[str, str]] = []
         self._idle = 0
         self._recent: deque[int] = deque(maxlen=_RECENT_STEPS)
+        self._hf_recent: deque[str] = deque(maxlen=_RECENT_STEPS)  # the last dicts counted
         # (id, function) of the format's parsers; narrowed to the one that matched first
         self._parsers: tuple | None = None
         self._parsers_for = ""
@@ -276,7 +277,14 @@ class StepReader:
         if step_time is not None and not any(name == "step_time" for name, _ in metrics):
             metrics = fw.with_metric(metrics, "step_time", step_time)
         if step is None:
-            self._hf_count += 1  # HF's dict has no step number: count logging steps
+            # HF's dict has no step number: count logging steps. The same dict again within a
+            # few lines is a copy (every node of a pdsh or multi-node launch prints it), not a
+            # step: real steps differ at least in their epoch fraction.
+            key = text.strip()
+            if key in self._hf_recent:
+                return []
+            self._hf_recent.append(key)
+            self._hf_count += 1
             return [StepRecord(self._hf_count, line_no, arrival, metrics=metrics)]
         self._hf_count = step
         return self._fresh([StepRecord(step, line_no, arrival, None, total, metrics)])

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 _MAX_PREFIXES = 8  # prefixes nest (time stamp, compose service, Ray, rank); more is not a chain
 
 # CSI, OSC, DCS/PM/APC and two-byte escapes; an escape cut at the line end too.
-_ANSI = re.compile(
+ANSI = re.compile(
     r"\x1b(?:\[[0-?]*[ -/]*(?:[@-~]|$)"
     r"|\][^\x07\x1b]*(?:\x07|\x1b\\|$)"
     r"|[PX^_][^\x1b]*(?:\x1b\\|$)"
@@ -47,19 +47,19 @@ _WORD_INDEX = re.compile(r"([A-Za-z]{1,6})(\d{1,6})")
 # torchrun --tee / --role: "[rank3]:" (newer) and "[default0]:" (role + local rank).
 _TORCHRUN = re.compile(r"\[(?P<kind>rank|default)(?P<n>\d{1,7})\]:")
 # OpenMPI --tag-output: "[jobid,rank]<stdout>:".
-_MPI = re.compile(r"\[\d{1,9},(?P<n>\d{1,7})\]<std(?:out|err)>:")
+MPI = re.compile(r"\[\d{1,9},(?P<n>\d{1,7})\]<std(?:out|err)>:")
 # Ray's log monitor: "(WorkerDict pid=123)", "(TaskRunner pid=9, ip=10.0.0.2)", "(pid=7)", an
 # actor's custom repr "(MyActor(rank=3) pid=...)", Ray's own daemons by name.
-_RAY = re.compile(
+RAY = re.compile(
     r"\((?P<actor>[^()\s,]+(?:\([^()]*\))?)?\s?pid=(?P<pid>\d{1,12})(?:,[^()]*)?\) ?"
     r"|\((?P<daemon>raylet|gcs_server|autoscaler|monitor|dashboard|log_monitor)(?:,[^()]*)?\) ?"
 )
 _RAY_RANK = re.compile(r"rank[=_ ]?(\d{1,7})", re.IGNORECASE)
-_REPEATED = re.compile(r"\s*\[repeated \d{1,9}x across cluster\]\s*$")
+REPEATED = re.compile(r"\s*\[repeated (\d{1,9})x across cluster\]\s*$")
 # docker compose: the service name padded to the widest one, then "| ".
-_COMPOSE = re.compile(r"(?P<svc>[A-Za-z0-9][\w.-]{0,62}) +\| ?")
+COMPOSE = re.compile(r"(?P<svc>[A-Za-z0-9][\w.-]{0,62}) +\| ")
 # A log viewer's or a paste tool's line number.
-_LINENO = re.compile(r"\[\d{1,9}\] ")
+LINENO = re.compile(r"\[\d{1,9}\] ")
 _QUOTE = re.compile(r"> ?")
 # Ambiguous: srun --label "3: ", pdsh/clush "node01: ".
 _SRUN = re.compile(r" {0,5}(?P<n>\d{1,6}): ")
@@ -84,7 +84,7 @@ class Peeled:
 
 
 def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text) if ("\x1b" in text or "\x9b" in text) else text
+    return ANSI.sub("", text) if ("\x1b" in text or "\x9b" in text) else text
 
 
 def _int(digits: str) -> int | None:
@@ -132,7 +132,7 @@ def peel(line: str, accept: Callable[[str], bool] | None = None) -> Peeled:
                 spaces = len(rest) - len(rest.lstrip(" "))
                 text = rest[1:] if spaces % 2 else rest
                 continue
-            m = _MPI.match(text)
+            m = MPI.match(text)
             if m:
                 rank = _int(m.group("n"))
                 channel.append(("mpi", rank))
@@ -143,13 +143,13 @@ def peel(line: str, accept: Callable[[str], bool] | None = None) -> Peeled:
                 words = tuple((w.upper(), int(n)) for w, n in _WORD_INDEX.findall(m.group("words")))
                 text = text[m.end():]
                 continue
-            m = _STAMP.match(text) or _LINENO.match(text)
+            m = _STAMP.match(text) or LINENO.match(text)
             if m:
                 text = text[m.end():]
                 continue
             break
         if head == "(":
-            m = _RAY.match(text)
+            m = RAY.match(text)
             if m:
                 name = m.group("actor") or m.group("daemon")
                 if m.group("pid"):
@@ -172,7 +172,7 @@ def peel(line: str, accept: Callable[[str], bool] | None = None) -> Peeled:
                 text = text[m.end():]
                 continue
         if "| " in text[:72] and not text.startswith(("Process ", "Thread ", "Python ")):
-            m = _COMPOSE.match(text)
+            m = COMPOSE.match(text)
             if m:
                 channel.append(("svc", m.group("svc")))
                 text = text[m.end():]
@@ -198,7 +198,7 @@ def _tail(p: Peeled) -> Peeled:
     text = p.text
     if "across cluster]" not in text[-48:]:
         return p
-    m = _REPEATED.search(text, max(0, len(text) - 64))
+    m = REPEATED.search(text, max(0, len(text) - 64))
     if not m:
         return p
     return Peeled(text[:m.start()], p.rank, p.local_rank, p.pid, p.actor, p.channel, p.words)

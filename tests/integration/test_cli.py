@@ -137,4 +137,4 @@ def test_diagnose_stacks_reports_bad_files_and_a_missing_folder(tmp_path):
     assert out.returncode == 0, out.stderr
     assert any(n.startswith("--stacks: ") for n in json.loads(out.stdout)["notes"])
     missing = rltui("diagnose", "--stacks", str(tmp_path / "nope"), "--duration", "0")
-    assert missing.returncode == 2 and "not a directory" in missing.stderr
+    assert missing.returncode == 2 and "no such folder or file" in missing.stderr

@@ -189,7 +189,9 @@ def test_a_long_history_is_scanned_for_steps_and_its_recent_events_kept(tmp_path
 
 def test_reset_recreates_the_parsers(tmp_path):
     path = tmp_path / "hf.log"
-    path.write_text("{'loss': 1.0, 'grad_norm': 0.5, 'learning_rate': 1e-05, 'epoch': 0.1}\n" * 3)
+    # three logging steps (their epoch advances; the same dict twice is a copy, not a step)
+    path.write_text("".join("{'loss': 1.0, 'grad_norm': 0.5, 'learning_rate': 1e-05, "
+                            f"'epoch': 0.{k}}}\n" for k in (1, 2, 3)))
     source = LogSource([str(path)])
     (first,) = source.poll().payload.files
     assert [s.step for s in first.steps] == [1, 2, 3]  # HF steps are counted

@@ -433,6 +433,11 @@ def read_phase(event: LogEvent, before: Sequence[str], framework: str = "unknown
     are read). ``framework``: the job's framework when known (a registry name); frames
     are read whatever it says, but a framework's fuzzy log markers only count for it.
     """
+    if event.kind == "engine-oom" and event.field("phase") == "serving":
+        engine = str(event.field("engine") or "the inference engine")
+        why = str(event.field("reason") or "its memory pool ran out while serving")
+        return OomPhase("generation", "high", f"{engine} ran out of memory while serving "
+                        f"requests: {why}"[:MAX_REASON], "rollout")
     if event.kind == "engine-oom":
         engine = str(event.field("engine") or "the inference engine")
         why = str(event.field("reason") or "out of memory at start")
