@@ -7,7 +7,6 @@ than one of 1 000 (the innermost frames say where it waits, the outermost which 
 
 from __future__ import annotations
 
-import sys
 from collections import deque
 
 from rltui.model import Frame

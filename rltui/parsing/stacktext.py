@@ -26,13 +26,13 @@ import re
 import sys
 from dataclasses import dataclass, field, replace
 
-from rltui.frameworks import process_role
 from rltui.model import ANONYMOUS_PID, CRASHED, ERROR, Frame, ProcessDump, ThreadStack
 from rltui.parsing import stackframes as sf
+from rltui.parsing import stackhints as hints
 from rltui.parsing.transport import Peeled, peel
 
 MAX_LINES = 2_000_000  # lines of one text looked at; a dump of 1024 ranks is ~200k
-MAX_DUMPS = 65_536
+MAX_DUMPS = hints.MAX_COUNT
 MAX_CHANNELS = 4096  # distinct writers in one text
 MAX_LINE = 64 * 1024  # a longer line is no stack line; only its head is looked at
 _HINT_REACH = 4  # lines within which a separator's rank or pid applies to the next dump
@@ -42,25 +42,11 @@ _PYTHON = re.compile(r"Python v(\S{1,40})(?: \((.*)\))?$")
 # The id is missing where a person edited the header ("Thread (idle) \"MainThread\"").
 _THREAD = re.compile(
     r'Thread (?:(0x[0-9A-Fa-f]{1,16}|\d{1,20}) )?\(([^()"]{0,40})\)(?::? "(.*)")?:?$')
-# A person condensing a dump: "6 processes are in:", "4 in:", "ranks 0-3 are in:".
-_COUNT = re.compile(r"(\d{1,5}) (?:(?:processes|procs|ranks|workers) )?(?:are )?in:$")
 _FH_THREAD = re.compile(
     r"(Current thread|Thread) (0x[0-9A-Fa-f]{1,16})(?: \[([^\]]{0,200})\])? "
     r"\(most recent call first\):$")
 _FH_STACK = "Stack (most recent call first):"
 _FH_FRAME = re.compile(r'File "(.*)", line (\d{1,9})(?:,)? in (.*)$')
-# Dump markers: they start a new process and may say its pid, rank or title.
-_SGLANG = re.compile(r"Pyspy dump for PID (\d{1,10}):")
-_RAY_STACK = re.compile(r"Stack dump for (.*)$")
-_TORCH_DEBUG = re.compile(r"(?:===|---) Rank (\d{1,7}): ?(.*?) (?:===|---)$")
-_FH_START = re.compile(r"Timeout \(\d+:\d\d:\d\d(?:\.\d+)?\)!$|Fatal Python error: |"
-                       r"Windows fatal exception: ")
-# Loose separator words: "== pid 123 ==", "PID 123", "rank 3:", "----- rank 3 (pid 12) -----".
-_SEP_RANK = re.compile(r"(?<![A-Za-z])(?:global[_ ]?)?rank[ _=:#-]{0,3}(\d{1,6})(?!\d)", re.I)
-_SEP_PID = re.compile(r"(?<![A-Za-z])pid[ _=:#-]{0,3}(\d{1,10})(?!\d)", re.I)
-# What a command line says of its rank (the titles are the frameworks' registry's).
-_LOCAL_RANK = re.compile(r"--local[_-]rank[= ](\d{1,6})(?!\d)")
-_STATUSES = {"idle", "active", "active+gil", "idle+gil", "gil", "active, gil"}
 
 _intern = sys.intern
 _MISS = object()
@@ -90,8 +76,7 @@ def _stack_line(rest: str) -> bool:
     if rest[:1] in (" ", "\t"):
         return _frame(rest) is not None
     # a shell loop's separator ("== rank 3 (pid 12) ==") under srun's or pdsh's prefix
-    return len(s) <= 100 and bool(_SEP_RANK.search(s) or _SEP_PID.search(s)) and \
-        _separator_like(s)
+    return hints.is_separator(s)
 
 
 def _frame(line: str) -> tuple[str, str, int] | None:
@@ -423,48 +408,27 @@ class _Reader:
         return True
 
     def _marker(self, ch: _Channel, at: int, s: str, peeled: Peeled) -> bool:
-        """Lines between dumps that say which process comes next."""
-        m = _SGLANG.search(s)
-        if m:
-            self.finish(ch)
-            ch.hint = _Hint(rank=_words_rank(peeled.words), pid=int(m.group(1)), line=at)
-            return True
-        m = _TORCH_DEBUG.match(s)
-        if m:
-            self.finish(ch)
-            ch.hint = _Hint(rank=int(m.group(1)), line=at, section=True)
-            return True
-        if s.startswith("Stack dump for "):
-            m = _RAY_STACK.match(s)
-            self.finish(ch)
-            ps = m.group(1).split() if m else []
-            pid = int(ps[1]) if len(ps) > 1 and ps[1].isdigit() and len(ps[1]) < 11 else None
-            ch.hint = _Hint(pid=pid, title=" ".join(ps[10:]) if len(ps) > 10 else "", line=at)
-            return True
-        m = _FH_START.match(s)
-        if m:
-            self.finish(ch)
-            if m.group(0).startswith(("Fatal", "Windows")):
-                ch.fatal = (s[:160], at)
-            return True
-        m = _COUNT.search(s)
-        if m and len(s) <= 60:
-            self.finish(ch)
-            ch.count = (min(int(m.group(1)), MAX_DUMPS), at)
-            return True
+        """Lines between dumps that say which process comes next (``stackhints``)."""
         if s.startswith("Error:") and ch.hint is not None and ch.hint.section:
+            # the debug server's "Error: 500" for a rank it could not reach
             self.problems.append(f"{self.source}: line {at}: rank {ch.hint.rank}: {s[:120]}")
             return True
-        if len(s) <= 100 and not s.startswith(("File ", "Traceback")):
-            rank = _SEP_RANK.search(s)
-            pid = _SEP_PID.search(s)
-            if (rank or pid) and _separator_like(s):
-                if ch.cur is not None and (ch.cur.threads or ch.cur.thread):
-                    self.finish(ch)
-                ch.hint = _Hint(rank=int(rank.group(1)) if rank else None,
-                                pid=int(pid.group(1)) if pid else None, line=at)
-                return True
-        return False
+        mk = hints.marker(s, peeled.words)
+        if mk is None:
+            return False
+        if mk.kind == "next" and ch.cur is not None and not (ch.cur.threads or ch.cur.thread):
+            pass  # a separator between a header and its threads: keep the dump open
+        else:
+            self.finish(ch)
+        if mk.kind == "count":
+            ch.count = (mk.count, at)
+        elif mk.kind == "start":
+            if mk.fatal:
+                ch.fatal = (mk.fatal, at)
+        else:
+            ch.hint = _Hint(rank=mk.rank, pid=mk.pid, title=mk.title, line=at,
+                            section=mk.kind == "section")
+        return True
 
     # -- result --------------------------------------------------------------------------------
 
@@ -497,7 +461,7 @@ class _Reader:
             # py-spy 0.3+ prints OS thread ids in decimal, and a main thread's id is its pid
             pid = next((t.thread_id for t in d.threads if t.name == "MainThread"
                         and 0 < t.thread_id < 1 << 31), None)
-        title_rank, title_role = title_info(d.command)
+        title_rank, title_role = hints.title_info(d.command)
         if rank is None:
             rank = title_rank
         role = role or title_role
@@ -522,50 +486,6 @@ def _filey(name: str) -> bool:
 
 def _looks_python(frame: tuple[str, str, int]) -> bool:
     return frame[1].endswith((".py", ".pyx")) and frame[2] > 0 and " " not in frame[0]
-
-
-def _separator_like(s: str) -> bool:
-    """A short line made for a reader: few words, no sentence. ``== rank 3 (pid 12) ==``,
-    ``rank 3:``, ``PID 4242``, ``echo`` output; not ``loss at rank 3 is 0.5 after warmup``."""
-    words = re.sub(r"[^A-Za-z0-9]+", " ", s).split()
-    return len(words) <= 6
-
-
-def _words_rank(words: tuple[tuple[str, int], ...]) -> int | None:
-    tags = dict(words)
-    if "TP" in tags and len(tags) == 1:
-        return tags["TP"]
-    return None
-
-
-def title_info(command: str) -> tuple[int | None, str]:
-    """(rank, role) from a process title or command line, through the frameworks' registry
-    (``rltui.frameworks.process_role``): ``sglang::scheduler_TP3`` -> (3, "sglang scheduler
-    TP3"), ``VLLM::EngineCore`` -> (None, "vllm EngineCore"); ``python train.py
-    --local_rank=3`` (DeepSpeed's and torch.distributed.launch's convention) -> (3, "").
-
-    A parallel index is a rank only when it is the title's only one: two DP replicas or two
-    pipeline stages each have a TP0.
-    """
-    if not command:
-        return None, ""
-    head = command[:400]
-    first = head.split(None, 1)[0] if head.strip() else ""
-    found = process_role(first) if first else None
-    rank = None
-    role = ""
-    if found is not None:
-        indices = [(k, v) for k, v in (("DP", found.dp), ("PP", found.pp), ("TP", found.tp))
-                   if v is not None]
-        role = f"{found.framework} {found.role}" + "".join(f" {k}{v}" for k, v in indices)
-        if len(indices) == 1:
-            rank = indices[0][1]
-        elif not indices:
-            rank = found.rank
-    m = _LOCAL_RANK.search(head)
-    if m and rank is None:
-        rank = int(m.group(1))
-    return rank, role
 
 
 def read(text: str, source: str = "") -> tuple[list[ProcessDump], list[str]]:
