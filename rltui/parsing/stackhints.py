@@ -22,13 +22,20 @@ _TORCH_DEBUG = re.compile(r"(?:===|---) Rank (\d{1,7}): ?(.*?) (?:===|---)$")
 _FH_START = re.compile(r"Timeout \(\d+:\d\d:\d\d(?:\.\d+)?\)!$|Fatal Python error: |"
                        r"Windows fatal exception: ")
 # A person condensing a dump: "6 processes are in:", "4 in:", "ranks 0-3 are in:".
-_COUNT = re.compile(r"(\d{1,5}) (?:(?:processes|procs|ranks|workers) )?(?:are )?in:$")
+_COUNT = re.compile(r"(?:(\d{1,5})-(\d{1,5})|(\d{1,5})) (?:(?:processes|procs|ranks|workers) )?"
+                    r"(?:are )?in:$")
 # Loose separator words: "== pid 123 ==", "PID 123", "rank 3:", "----- rank 3 (pid 12) -----".
 SEP_RANK = re.compile(r"(?<![A-Za-z])(?:global[_ ]?)?rank[ _=:#-]{0,3}(\d{1,6})(?!\d)", re.I)
 SEP_PID = re.compile(r"(?<![A-Za-z])pid[ _=:#-]{0,3}(\d{1,10})(?!\d)", re.I)
 # What a command line says of its rank (the titles are the frameworks' registry's).
 _LOCAL_RANK = re.compile(r"--local[_-]rank[= ](\d{1,6})(?!\d)")
 _NON_WORD = re.compile(r"[^A-Za-z0-9]+")
+# The words a shell loop's separator is made of ("== dumping rank 3 (pid 12) on node 7 =="); a
+# line with any other word ("rank 3: loss 0.5", "worker pid 77 exited") is the job's own log.
+_SEP_WORDS = frozenset({"rank", "pid", "global", "local", "localrank", "dump", "dumping",
+                        "dumped", "stack", "stacks", "of", "for", "process", "proc", "py", "spy",
+                        "pyspy", "node", "host", "gpu", "task", "worker", "at", "on", "echo",
+                        "thread", "threads"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +54,12 @@ class Marker:
 
 
 def separator_like(s: str) -> bool:
-    """A short line made for a reader: few words, no sentence. ``== rank 3 (pid 12) ==``,
-    ``rank 3:``, ``PID 4242``, ``echo`` output; not ``loss at rank 3 is 0.5 after warmup``."""
-    return len(s) <= 100 and len(_NON_WORD.sub(" ", s).split()) <= 6
+    """A short line made for a reader, of separator words and numbers only: ``== rank 3 (pid
+    12) ==``, ``rank 3:``, ``PID 4242``, ``echo`` output; not ``rank 3: loss 0.5``."""
+    if len(s) > 100:
+        return False
+    words = _NON_WORD.sub(" ", s).split()
+    return len(words) <= 8 and all(w.isdigit() or w.lower() in _SEP_WORDS for w in words)
 
 
 def is_separator(s: str) -> bool:
@@ -81,7 +91,8 @@ def marker(s: str, words: tuple[tuple[str, int], ...] = ()) -> Marker | None:
     if len(s) <= 60:
         m = _COUNT.search(s)
         if m:
-            return Marker("count", count=min(int(m.group(1)), MAX_COUNT))
+            n = (int(m.group(2)) - int(m.group(1)) + 1) if m.group(1) else int(m.group(3))
+            return Marker("count", count=max(1, min(n, MAX_COUNT)))
     if not s.startswith(("File ", "Traceback")) and separator_like(s):
         rank, pid = SEP_RANK.search(s), SEP_PID.search(s)
         if rank or pid:

@@ -36,6 +36,8 @@ MAX_DUMPS = hints.MAX_COUNT
 MAX_CHANNELS = 4096  # distinct writers in one text
 MAX_LINE = 64 * 1024  # a longer line is no stack line; only its head is looked at
 _HINT_REACH = 4  # lines within which a separator's rank or pid applies to the next dump
+_COMMAND_LINES = 16  # continuation lines of a "Process N: <command>" header
+_COMMAND_CHARS = 4096
 
 _PROCESS = re.compile(r"Process (\d{1,10}):(?: (.*))?$")
 _PYTHON = re.compile(r"Python v(\S{1,40})(?: \((.*)\))?$")
@@ -46,7 +48,8 @@ _FH_THREAD = re.compile(
     r"(Current thread|Thread) (0x[0-9A-Fa-f]{1,16})(?: \[([^\]]{0,200})\])? "
     r"\(most recent call first\):$")
 _FH_STACK = "Stack (most recent call first):"
-_FH_FRAME = re.compile(r'File "(.*)", line (\d{1,9})(?:,)? in (.*)$')
+# No comma before "in": that is a traceback's line ("File "x", line 3, in f"), outermost first.
+_FH_FRAME = re.compile(r'File "(.*)", line (\d{1,9}) in (.*)$')
 
 _intern = sys.intern
 _MISS = object()
@@ -69,9 +72,10 @@ def _stack_line(rest: str) -> bool:
     whether an ambiguous prefix such as srun's ``3: `` was one)."""
     s = rest.lstrip()
     if not s:
-        return False
+        return not rest  # "0: " alone: srun labels the dump's blank lines too
     if s.startswith(("Process ", "Python v", "Thread ", "Current thread ", "File \"",
-                     _FH_STACK, "Pyspy dump for PID", "Stack dump for ")):
+                     _FH_STACK, "Pyspy dump for PID", "Stack dump for ", "Fatal Python error",
+                     "Timeout (", "=== Rank ", "--- Rank ")):
         return True
     if rest[:1] in (" ", "\t"):
         return _frame(rest) is not None
@@ -184,7 +188,7 @@ class _Reader:
         if group:
             extra = max(d.count for d in group) - len(group)
             last = group[-1]
-            for _ in range(min(extra, MAX_DUMPS)):
+            for _ in range(max(0, min(extra, MAX_DUMPS - len(self.dumps)))):
                 copy = _Dump(pid=None, command=last.command, python=last.python,
                              role=last.role, faulthandler=last.faulthandler,
                              threads=list(last.threads), first_line=last.first_line,
@@ -221,7 +225,7 @@ class _Reader:
         d.role = peeled.actor or ""
         if peeled.rank is not None:
             d.rank = peeled.rank
-        elif d.rank is None and self.recent_rank is not None and \
+        elif d.rank is None and faulthandler and self.recent_rank is not None and \
                 at - self.recent_rank[1] <= 2 * _HINT_REACH:
             d.rank = self.recent_rank[0]  # "[rank1]:[E...] ... Fatal Python error" then frames
             self.recent_rank = None
@@ -352,8 +356,12 @@ class _Reader:
             cur.open_thread(0, "unknown", "")
             return True
         if cur is not None and cur.sink is None and cur.expect_cmd:
-            cur.command += "\n" + line  # a command line spanning lines (python -c "...")
-            return True
+            # a command line spanning lines (python -c "..."); a few lines at most, or a stray
+            # "Process N:" in a log would swallow the rest of it
+            if cur.command.count("\n") < _COMMAND_LINES and len(cur.command) < _COMMAND_CHARS:
+                cur.command += "\n" + line
+                return True
+            cur.expect_cmd = False
         if self._marker(ch, at, s, peeled):
             return True
         # Frames with no thread line at all (a stack copied from a dashboard or a terminal):
@@ -439,6 +447,9 @@ class _Reader:
                 ch.pending = ""
             self.finish(ch)
         self.dumps.sort(key=lambda x: (x[0], x[1]))
+        if len(self.dumps) > MAX_DUMPS:
+            self.problems.append(f"{self.source}: {len(self.dumps)} dumps; only the first "
+                                 f"{MAX_DUMPS} were read")
         kept = [d for _, _, d in self.dumps[:MAX_DUMPS]]
         built = [self._build(d) for d in kept]
         # Dumps that name no pid are told apart by a number of their own (ANONYMOUS_PID + n),

@@ -55,7 +55,9 @@ RAY = re.compile(
     r"|\((?P<daemon>raylet|gcs_server|autoscaler|monitor|dashboard|log_monitor)(?:,[^()]*)?\) ?"
 )
 _RAY_RANK = re.compile(r"rank[=_ ]?(\d{1,7})", re.IGNORECASE)
-REPEATED = re.compile(r"\s*\[repeated (\d{1,9})x across cluster\]\s*$")
+# Searched in a line's last 64 characters only; no leading \s* (an unbounded search would be
+# quadratic on a run of spaces): the text before it is stripped instead.
+REPEATED = re.compile(r"\[repeated (\d{1,9})x across cluster\]\s*$")
 # docker compose: the service name padded to the widest one, then "| ".
 COMPOSE = re.compile(r"(?P<svc>[A-Za-z0-9][\w.-]{0,62}) +\| ")
 # A log viewer's or a paste tool's line number.
@@ -201,4 +203,5 @@ def _tail(p: Peeled) -> Peeled:
     m = REPEATED.search(text, max(0, len(text) - 64))
     if not m:
         return p
-    return Peeled(text[:m.start()], p.rank, p.local_rank, p.pid, p.actor, p.channel, p.words)
+    return Peeled(text[:m.start()].rstrip(), p.rank, p.local_rank, p.pid, p.actor, p.channel,
+                  p.words)
