@@ -69,7 +69,7 @@ def absent_ranks(snap: NodeSnapshot) -> set[int]:
 
     * departed ranks (seen alive, then gone);
     * torchrun's failure summary (``child-failed``) naming a rank;
-    * beside saved dumps: a rank that has a log and no dump;
+    * beside saved dumps that carry ranks: a rank that has a log and no dump;
     * WORLD_SIZE of a job that lives on this node alone, minus the ranks alive here.
     """
     gone = {d.rank for d in snap.departed if d.rank is not None}
@@ -82,7 +82,7 @@ def absent_ranks(snap: NodeSnapshot) -> set[int]:
                 r = e.field("rank")
                 if isinstance(r, int) and r not in dumped:
                     gone.add(r)
-        if saved and log.rank is not None and log.rank not in dumped:
+        if saved and dumped and log.rank is not None and log.rank not in dumped:
             # A log and no dump beside the others' dumps: it had exited (its log's last
             # event, a crash or the completion banner, says how, in the log rules' symptoms).
             gone.add(log.rank)

@@ -161,7 +161,7 @@ def classify(samples: Sequence[Sequence[ProcessDump]] | Sequence[ProcessDump],
         "duplicate_ranks": ranks_of(tree.duplicates), "notes": notes, "other_pids": others}
 
     def report(verdict, title, text, pattern=None, symptom_id=None, **more) -> StackReport:
-        threads = _thread_notes(classes)
+        threads = _thread_notes(classes, tree.chosen)
         if threads:
             text = f"{text} {threads}"
         if notes:
@@ -239,16 +239,29 @@ def classify(samples: Sequence[Sequence[ProcessDump]] | Sequence[ProcessDump],
     loop = [c for c in classes if not c.teardown]
     if (teardown and loop) or missing:
         return _pattern_a(classes, teardown, loop, missing, div, branches, report)
-    if teardown:
-        return _teardown_only(teardown, report)
+    if teardown and any(c.op is not None for c in teardown):
+        # (ranks that only exit, waiting in no collective, and nobody waiting for them: no
+        # hang to name from the stacks)
+        return _teardown_only(teardown, report, world_known=expected_ranks is not None)
     return _pattern_b_or_c(classes, div, branches, report)
 
 
-def _thread_notes(classes: Sequence[StackClass]) -> str:
+def _thread_notes(classes: Sequence[StackClass], chosen: dict | None = None) -> str:
     """Which thread waits, where it is not the main one (DeepSpeed's ZeRO-3 prefetch, a
-    pipeline's comms thread, an async weight sync): the main thread may look idle elsewhere."""
-    parts = [f"{who(c.members)}: thread {c.thread!r}" for c in classes[:4]
-             if c.op is not None and c.thread and c.thread != "MainThread"]
+    pipeline's comms thread, an async weight sync): the main thread may look idle elsewhere.
+    Ranks of one class may wait on differently named threads (Thread-3, Thread-5): each name
+    is said with its ranks."""
+    parts = []
+    for c in classes[:4]:
+        if c.op is None:
+            continue
+        by_name: dict[str, list[int]] = {}
+        for m in c.members:
+            t = chosen.get(m) if chosen else None
+            name = t.name if t is not None else c.thread
+            by_name.setdefault(name, []).append(m)
+        parts += [f"{who(ms)}: thread {name!r}" for name, ms in by_name.items()
+                  if name and name != "MainThread"]
     if not parts:
         return ""
     return ("The wait is on another thread than MainThread (" + "; ".join(parts) + "), "
@@ -393,16 +406,20 @@ def _pattern_a(classes, teardown, loop, missing, div, branches, report) -> Stack
         parts.append(f"{who(left)} {_verb(left, 'sits', 'sit')} in cleanup "
                      f"{_op_text(cleanup[0])}")
     gone = " and ".join(parts)
-    text = (f"{gone}, while {who(waiters) if waiters else 'no other rank'} "
-            f"{_verb(waiters, 'waits', 'wait')} "
-            + "; ".join(_op_text(c) for c in waiting_loop[:3]) + ". ")
     culprits = sorted(set(missing) | set(ranks_of(exiting)) | set(ranks_of(left)))
     gone_who = label(culprits) if culprits else who(exiting + left)
+    many = len(culprits) > 1
     if waiters:
+        text = (f"{gone}, while {who(waiters)} {_verb(waiters, 'waits', 'wait')} "
+                + "; ".join(_op_text(c) for c in waiting_loop[:3]) + ". ")
         text += (f"{who(waiters)} {_verb(waiters, 'waits', 'wait')} for {gone_who}, which "
-                 "left the training loop and will never join that call: "
-                 f"{who(waiters)} {_verb(waiters, 'is its victim', 'are its victims')}, not "
-                 "the cause. ")
+                 f"left the training loop and will never join that call: {who(waiters)} "
+                 f"{_verb(waiters, 'is', 'are')} {'their' if many else 'its'} "
+                 f"{_verb(waiters, 'victim', 'victims')}, not the cause. ")
+    else:
+        text = (f"{gone}; no dumped rank waits inside the training loop: "
+                f"{who(left + exiting)} {_verb(left + exiting, 'waits', 'wait')} in cleanup for "
+                f"{label(missing) if missing else 'the ranks that left'}. ")
     if div is not None and branches:
         text += f"The ranks diverge below {where(div)}. "
     text += (f"Look at why {gone_who if culprits or exiting or left else 'those ranks'} left "
@@ -417,29 +434,43 @@ def _pattern_a(classes, teardown, loop, missing, div, branches, report) -> Stack
             what.append(f"{label(missing)} exited")
         if exiting:
             what.append(f"{who(exiting)} {_verb(exiting, 'is', 'are')} exiting")
-        title = f"{' and '.join(what)}; {who(waiters)} {verb} for it{at}" if waiters else \
-            " and ".join(what)
+        title = (f"{' and '.join(what)}; {who(waiters)} {verb} for {'them' if many else 'it'}"
+                 f"{at}") if waiters else " and ".join(what)
+    elif waiters:
+        title = f"Cleanup deadlock: {who(left or missing)} in teardown, {who(waiters)} {verb}"
     else:
-        title = f"Cleanup deadlock: {who(left or missing)} in teardown, {who(waiters)} wait"
+        ops_left = sorted({c.op.name for c in cleanup if c.op is not None})
+        in_op = f" in {', '.join(ops_left[:2])}" if ops_left else " in cleanup"
+        title = ((f"{label(missing)} exited; " if missing else "")
+                 + f"{who(left)} {_verb(left, 'waits', 'wait')}"
+                 + (f" for {'them' if len(missing) > 1 else 'it'}" if missing else "") + in_op)
     return report(HANG, title, text, pattern="A", symptom_id=CLEANUP_DEADLOCK,
                   suspect_ranks=tuple(culprits))
 
 
-def _teardown_only(teardown, report) -> StackReport:
-    """Every dumped rank is in teardown and nothing says who else there was: they wait for
-    ranks that are not in the dump (exited, or on another node). Not pattern C: no rank waits
-    inside the loop, and the ranks that left are where the cause is."""
+def _teardown_only(teardown, report, world_known: bool = False) -> StackReport:
+    """Every dumped rank is in teardown: not pattern C, since no rank waits inside the loop,
+    and the ranks that left first are where the cause is. When nothing says who else there
+    was, they wait for ranks that are not in the dump (exited, or on another node)."""
     left = [m for c in teardown for m in c.members]
-    exiting = [m for c in teardown if c.exiting for m in c.members]
-    how = "are exiting (the main thread left the script)" if exiting and len(exiting) == len(
-        left) else _op_text(teardown[0]).replace("in ", "wait in ", 1)
-    text = (f"Every dumped rank ({who(left)}) is in cleanup: {who(left)} {how}. A rank in "
-            "teardown waits for peers that have left the training loop or were never dumped: "
-            "dump every rank of the job (all nodes), and read the logs of the ranks missing "
-            "here for the exception that ended them; cleanup code in __exit__ or finally may "
-            "have swallowed it.")
-    return report(HANG, f"{who(left)} in teardown; the other ranks are not in the dump", text,
-                  pattern="A", symptom_id=CLEANUP_DEADLOCK, suspect_ranks=())
+    where_ = "; ".join(f"{who(c.members)} {'exiting at' if c.exiting else 'in cleanup'} "
+                       f"{where(c.op or c.tip) if c.exiting else _op_text(c)}"
+                       for c in teardown[:3])
+    if world_known:
+        text = (f"Every rank ({who(left)}) is in cleanup: {where_}. A teardown collective "
+                "(destroy_process_group, a final barrier) that every rank entered and none "
+                "leaves waits on a communicator that is already broken: read the logs for the "
+                "error that sent the first rank into cleanup; set NCCL_TIMEOUT low while "
+                "debugging so the job fails instead of hanging.")
+        title = f"All ranks ({who(left)}) are stuck in teardown"
+    else:
+        text = (f"Every dumped rank ({who(left)}) is in cleanup: {where_}. A rank in "
+                "teardown waits for peers that have left the training loop or were never "
+                "dumped: dump every rank of the job (all nodes), and read the logs of the ranks "
+                "missing here for the exception that ended them; cleanup code in __exit__ or "
+                "finally may have swallowed it.")
+        title = f"{who(left)} in teardown; the other ranks are not in the dump"
+    return report(HANG, title, text, pattern="A", symptom_id=CLEANUP_DEADLOCK, suspect_ranks=())
 
 
 def _pattern_b_or_c(classes, div, branches, report) -> StackReport:

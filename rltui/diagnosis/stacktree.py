@@ -67,6 +67,9 @@ WRAPPERS = frozenset({
     "_exec_recv_activations", "_exec_recv_grads", "_exec_send_activations", "_exec_send_grads",
     "_reduce", "_gather_along_first_dim", "_reduce_scatter_along_first_dim",
 })
+# Wrapper names that other libraries use too (pandas' DataFrame._reduce, a client's
+# _communicate): a wrapper only in a communication package's file.
+_GENERIC_WRAPPERS = frozenset({"_reduce", "_communicate", "_p2p_ops", "_batched_p2p_ops"})
 # Cleanup context: a wait reached from one of these is teardown, not the training loop.
 TEARDOWN = frozenset({"destroy_process_group", "__exit__", "close", "destroy", "shutdown",
                       "cleanup", "teardown", "finalize", "__del__", "_run_exitfuncs", "_exitfunc",
@@ -85,7 +88,7 @@ ENTRY = "<module>"
 # joins non-daemon threads) with nothing above them: a main thread whose outermost Python frame
 # is one of these has left the training code, and the process is exiting.
 _EXIT_ROOTS = TEARDOWN | frozenset({"_python_exit", "_exit_function", "_atexit", "exit_handler",
-                                    "_cleanup", "atexit_handler", "_exit"})
+                                    "_cleanup", "atexit_handler", "_exit", "_atexit_cleanup"})
 
 NONE, WRAPPER, PRIMITIVE = 0, 1, 2  # tiers of a recognised frame
 _KEY = attrgetter("name", "filename", "line")  # a frame's identity, lines included
@@ -123,7 +126,8 @@ def comm_tier(frame: Frame) -> int:
     name = short_name(frame.name)
     if name in PRIMITIVES:
         return PRIMITIVE
-    if name in WRAPPERS and not _stdlib(frame.filename):
+    if name in WRAPPERS and not _stdlib(frame.filename) and (
+            name not in _GENERIC_WRAPPERS or _comm_file(frame.filename)):
         return WRAPPER
     if name in AMBIGUOUS and _comm_file(frame.filename):
         return PRIMITIVE
@@ -149,12 +153,35 @@ def is_wrapper(frame: Frame) -> bool:
     return short in _WRAPPER_NAMES and (closure or _comm_file(frame.filename))
 
 
-def exiting(thread: ThreadStack) -> bool:
-    """A main thread that has left its script (see ``_EXIT_ROOTS``): atexit, finalisation."""
-    if thread.name != "MainThread":
+def left_script(name: str, root_first: Sequence[Frame]) -> bool:
+    """A main thread (``name``) that has left its script: its outermost Python frame is an exit
+    path (``_EXIT_ROOTS``, any atexit hook), its only frames are the interpreter's finalisation
+    (``Py_FinalizeEx`` with ``--native``), or it has no frame at all (py-spy's view of a
+    finalising interpreter)."""
+    if name != "MainThread":
         return False
-    outer = next((f for f in reversed(thread.frames) if not f.native and f.name != ELIDED), None)
-    return outer is not None and short_name(outer.name) in _EXIT_ROOTS
+    if not root_first:
+        return True
+    outer = next((f for f in root_first if not f.native and f.name != ELIDED), None)
+    if outer is None:
+        return any("Py_Finalize" in f.name for f in root_first)
+    short = short_name(outer.name)
+    return short in _EXIT_ROOTS or "atexit" in short.lower()
+
+
+def exiting(thread: ThreadStack) -> bool:
+    """A main thread that has left its script (``left_script``)."""
+    return left_script(thread.name, thread.frames[::-1])
+
+
+def _busy_helper(threads: Sequence[ThreadStack], main: ThreadStack | None
+                 ) -> ThreadStack | None:
+    """With no thread in communication: a Python thread on CPU while MainThread idles (Ray
+    Train runs the user's loop in a ``TrainingThread`` while the worker's main thread waits for
+    tasks), which is where the rank works."""
+    if main is None or main.status != "idle":
+        return None
+    return next((t for t in threads if t is not main and t.active and _python(t)), None)
 
 
 def _python(thread: ThreadStack) -> bool:
@@ -183,7 +210,7 @@ def choose_thread(threads: Sequence[ThreadStack], tiers=None) -> ThreadStack | N
         if _python(t) and any(tier(f) for f in t.frames):
             return t
     if main is not None:
-        return main
+        return _busy_helper(threads, main) or main
     return next((t for t in threads if t.frames), threads[0])
 
 
@@ -514,9 +541,7 @@ def _make_class(kpaths: list[tuple[int, ...]], groups, thread_name, status_of,
     op = _op_index(fpath, it.tier_of)
     teardown = op is not None and any(it.fname[f] in TEARDOWN for f in fpath[:op + 1])
     frames = tuple([it.frame_of[k] for k in first])
-    outer = next((f for f in frames if not f.native and f.name != ELIDED), None)
-    leaving = (thread_name[first] == "MainThread" and outer is not None
-               and short_name(outer.name) in _EXIT_ROOTS)
+    leaving = left_script(thread_name[first], frames)
     site = from_entry = None
     if op is not None:
         site = op - 1
@@ -575,7 +600,8 @@ def _thread_of_interest(threads, path_of, has_comm):
             if has_comm(p):
                 return t, p
     if main is not None:
-        return main, main_path
+        busy = _busy_helper(threads, main)
+        return (busy, path_of(busy.frames)) if busy is not None else (main, main_path)
     t = next((t for t in threads if t.frames), threads[0])
     return t, path_of(t.frames)
 

@@ -171,10 +171,11 @@ class _Reader:
 
     def _keep(self, d: _Dump) -> None:
         d.close_thread()
-        if d.faulthandler and len(d.threads) > 1 and \
+        if d.faulthandler and d.threads and \
                 not any(t.name == "MainThread" for t in d.threads):
             # faulthandler walks the interpreter's threads newest first, so the main thread,
-            # the oldest, is the last one listed (named above when its stack reaches <module>)
+            # the oldest, is the last one listed (named above when its stack reaches <module>);
+            # a dump of one thread is most often the main thread's own
             last = d.threads[-1]
             if any(not f.native for f in last.frames):
                 d.threads[-1] = ThreadStack(last.thread_id, "MainThread", last.status,
