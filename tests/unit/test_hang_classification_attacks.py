@@ -133,8 +133,8 @@ def test_a_faulthandler_fatal_error_dump_is_read_as_crashed_and_makes_pattern_a(
             'Current thread 0x00007f4ebf9d3740 (most recent call first):\n'
             '  File "/opt/env/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py",'
             ' line 2501 in all_reduce\n'
-            '  File "/work/train.py", line 50 in train_step\n'
-            '  File "/work/train.py", line 100 in <module>\n')
+            '  File "/opt/job/train.py", line 50 in train_step\n'
+            '  File "/opt/job/train.py", line 100 in <module>\n')
     d3 = ranked(text, 3)
     assert d3.status == CRASHED
     rep = classify(waiting() + [d3])
