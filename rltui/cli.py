@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 EXIT_OK, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
+EXIT_NO_JOB = 4  # nothing to watch: no process matched, a --pid that does not exist
 
 
 class UsageError(Exception):
@@ -122,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="lowest severity that makes the exit code 1 (default critical)")
     dg.add_argument("--duration", type=float, default=1.0,
                     help="seconds to sample live sources (default 1; sustained checks need more)")
+    dg.add_argument("--live", action="store_true",
+                    help="with --log/--stacks: also watch this node's training processes (by "
+                         "default saved files are read alone, with nothing of the node mixed in)")
     dg.add_argument("--stacks", metavar="PATH",
                     help="also read saved stack dumps and classify the hang: a folder (one "
                          "file per process, rank<N> in the file name) or one file (a shell "
@@ -383,8 +387,10 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         if args.duration < 0:
             raise UsageError("--duration must not be negative")
         now = _parse_now(args.now) if args.now else None
-        from rltui.sources.bundle import run_schedule
-        bundle = _live_or_demo_bundle(args, settings)
+        from rltui.sources.bundle import offline_bundle, run_schedule
+        offline = _offline(args)
+        bundle = offline_bundle(settings, _logs(args)) if offline else \
+            _live_or_demo_bundle(args, settings)
         if saved is not None:
             # The saved dumps are the stacks to read: no live py-spy rounds beside them.
             bundle.specs = [s for s in bundle.specs if s.source is not bundle.stacks]
@@ -399,11 +405,19 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             run_schedule(bundle.specs, args.duration, fold)
         finally:
             bundle.close()
+        now_source = "--now" if args.now else "clock"
         if now is not None:
             monitor.tracker.now_source = f"--now {args.now}"
+        elif offline:
+            # Offline, "now" is when the evidence was captured: a healthy job's logs saved
+            # beside its dumps are not "stalled" because they are read a day later.
+            captured = _captured_at(args)
+            if captured is not None:
+                now, now_source = captured, "files"
+                monitor.tracker.now_source = "the newest modification time of the given files"
         now = now if now is not None else time.time()
         result = monitor.evaluate(now)
-        notes, mode, now_source = [], bundle.mode, "--now" if args.now else "clock"
+        notes, mode = [], bundle.mode
     if saved is not None:
         from rltui.sources.dumpfolder import folder_reading
         dumps, problems = saved
@@ -436,7 +450,41 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             sys.stdout.write(f"config doctor: {finding}\n")
     if args.report:
         _write_incident(args.report, monitor, snap, diagnosis, mode)
+    if any(s.id == "no-job-found" for s in diagnosis.symptoms):
+        print(f"rltui: no training job found ({snap.job or 'ranks found by environment'}); "
+              "choose one with --pid PID, --match REGEX, or read saved files with --log/--stacks",
+              file=sys.stderr)
+        return EXIT_NO_JOB
     return EXIT_FOUND if report.should_fail(diagnosis, args.fail_on) else EXIT_OK
+
+
+def _offline(args: argparse.Namespace) -> bool:
+    """Saved files given and no live selection (--match, --pid, --live, --demo): read only
+    what was given."""
+    given = bool(_logs(args) or getattr(args, "stacks", None))
+    live = bool(getattr(args, "match", None) or getattr(args, "pid", None)
+                or getattr(args, "live", False) or getattr(args, "demo", None))
+    return given and not live and not getattr(args, "replay", None)
+
+
+def _captured_at(args: argparse.Namespace) -> float | None:
+    """The newest modification time of the files given (--log globs, --stacks PATH)."""
+    import glob
+    import os
+    paths = [p for g in _logs(args) for p in glob.glob(os.path.expanduser(g))]
+    stacks = getattr(args, "stacks", None)
+    if stacks:
+        paths += [os.path.join(stacks, n) for n in os.listdir(stacks)] \
+            if os.path.isdir(stacks) else [stacks]
+    times = []
+    for p in paths[:100_000]:
+        try:
+            if os.path.isfile(p):
+                times.append(os.stat(p).st_mtime)
+        except OSError:
+            continue
+    # a file dated in the future (a clock ahead on another host) was not written after now
+    return min(max(times), time.time()) if times else None
 
 
 def _oom(monitor, snap, job_config: str | None, model_config: str | None):

@@ -16,7 +16,7 @@ Rule = Callable[[NodeSnapshot, Sequence[NodeSnapshot], Thresholds], list[Symptom
 
 RULES: list[Rule] = [gpu.idle_vs_busy, ranks.rank_exited, logs.steps_stalled,
                      logs.zero_step_completion, logs.nccl_timeout, logs.cuda_oom,
-                     hangs.stack_hang]
+                     hangs.stack_hang, ranks.no_job_found]
 
 
 def verdict_of(symptoms: Sequence[Symptom]) -> str:

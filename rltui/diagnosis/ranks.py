@@ -88,3 +88,28 @@ def _from_child_failed(snap: NodeSnapshot) -> list[Symptom]:
         ),
         since=min((e.time or e.arrival for _, e in found), default=None),
     )]
+
+
+def no_job_found(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
+                 th: Thresholds) -> list[Symptom]:
+    """Nothing to watch is not healthy: the process source ran and found no job process, none
+    ever left, and no saved stacks or logs stand in for a job."""
+    procs = snap.source("procs")
+    if procs is None or snap.procs or snap.departed:
+        return []
+    if any(history_snap.procs or history_snap.departed for history_snap in history):
+        return []  # the job was seen; rank_exited says where it went
+    if snap.stacks or any(log.lines_seen for log in snap.logs):
+        return []
+    searched = snap.job or "Python processes with RANK or LOCAL_RANK in their environment"
+    return [Symptom(
+        id="no-job-found",
+        severity="warning",
+        title="No training job found",
+        evidence=(f"searched: {searched}",),
+        next_steps=(
+            "Choose the job: --pid PID (the launcher or a rank; its children are followed), "
+            "or --match REGEX on the command line (e.g. 'main_ppo|torchrun').",
+            "Read what the job left instead: --log 'logs/*.log', --stacks DIR.",
+        ),
+    )]

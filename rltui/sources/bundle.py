@@ -109,13 +109,14 @@ class RememberProcs:
         self.source.close()
 
 
-def log_source(settings, procs: RememberProcs | None, globs: Sequence[str] = ()) -> Source:
+def log_source(settings, procs: RememberProcs | None, globs: Sequence[str] = (),
+               config_paths: bool = True) -> Source:
     from rltui.parsing.steps import compile_custom
     from rltui.sources.logs import LogSource
 
     logs = settings.logs
     parsers = [compile_custom(p.name, p.regex, dict(p.metrics)) for p in logs.parsers]
-    return LogSource(globs=tuple(logs.paths) + tuple(globs),
+    return LogSource(globs=(tuple(logs.paths) if config_paths else ()) + tuple(globs),
                      discover=procs.log_files if procs else None,
                      step_format=logs.format, custom_parsers=parsers,
                      completion_patterns=logs.completion_patterns)
@@ -146,6 +147,14 @@ def live_bundle(settings, match: str | None = None, pids: Sequence[int] = (),
         SourceSpec(procs, settings.cadence.procs),
         SourceSpec(log_source(settings, procs, logs), settings.cadence.logs),
         *stack_spec,
+    ])
+
+
+def offline_bundle(settings, logs: Sequence[str] = ()) -> Bundle:
+    """Saved files only (``diagnose --log/--stacks`` without a live selection): the given logs,
+    no process, GPU or py-spy source, nothing of the node mixed in."""
+    return Bundle(mode="offline", job="saved files", specs=[
+        SourceSpec(log_source(settings, None, logs, config_paths=False), settings.cadence.logs),
     ])
 
 

@@ -122,7 +122,7 @@ STACKS = Path(__file__).resolve().parents[2] / "fixtures" / "stacks"
 ])
 def test_diagnose_saved_stacks_names_the_pattern(folder, symptom, pattern, suspects):
     out = rltui("diagnose", "--stacks", str(STACKS / folder), "--duration", "0",
-                "--match", "(?!)", "--json")
+                "--json")
     doc = json.loads(out.stdout)
     assert [s["id"] for s in doc["symptoms"]] == [symptom]
     assert doc["stacks"]["pattern"] == pattern
@@ -133,8 +133,38 @@ def test_diagnose_saved_stacks_names_the_pattern(folder, symptom, pattern, suspe
 
 def test_diagnose_stacks_reports_bad_files_and_a_missing_folder(tmp_path):
     out = rltui("diagnose", "--stacks", str(STACKS / "bad"), "--duration", "0",
-                "--match", "(?!)", "--json")
+                "--json")
     assert out.returncode == 0, out.stderr
     assert any(n.startswith("--stacks: ") for n in json.loads(out.stdout)["notes"])
     missing = rltui("diagnose", "--stacks", str(tmp_path / "nope"), "--duration", "0")
     assert missing.returncode == 2 and "no such folder or file" in missing.stderr
+
+
+def test_a_pid_that_does_not_exist_is_no_job_not_healthy():
+    """Nothing to watch says so on stderr, still prints the JSON, and exits 4."""
+    out = rltui("diagnose", "--pid", "999999999", "--duration", "0", "--json")
+    assert out.returncode == 4, out.stderr
+    assert "no training job found" in out.stderr and "--pid 999999999" in out.stderr
+    doc = json.loads(out.stdout)
+    assert [s["id"] for s in doc["symptoms"]] == ["no-job-found"]
+    assert doc["verdict"] == "warning"
+
+
+def test_saved_files_are_read_alone_while_a_job_runs_here(tmp_path):
+    """Offline means offline: a ranked process on this node is not mixed into saved files."""
+    import os
+    import subprocess
+    import sys
+    job = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                           env={**os.environ, "RANK": "0", "WORLD_SIZE": "1"})
+    try:
+        out = rltui("diagnose", "--stacks", str(STACKS / "stall"), "--duration", "0", "--json")
+        doc = json.loads(out.stdout)
+        assert doc["mode"] == "offline" and doc["ranks"] == []
+        assert all(job.pid not in c["pids"] for c in doc["stacks"]["classes"])
+        live = rltui("diagnose", "--stacks", str(STACKS / "stall"), "--live", "--duration", "0",
+                     "--json")
+        assert any(r["pid"] == job.pid for r in json.loads(live.stdout)["ranks"]), live.stderr
+    finally:
+        job.kill()
+        job.wait()
