@@ -121,8 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--json", action="store_true", help="print JSON (docs/diagnose-json.md)")
     dg.add_argument("--fail-on", choices=("warning", "critical"), default="critical",
                     help="lowest severity that makes the exit code 1 (default critical)")
-    dg.add_argument("--duration", type=float, default=1.0,
-                    help="seconds to sample live sources (default 1; sustained checks need more)")
+    dg.add_argument("--duration", type=float, default=None,
+                    help="seconds to sample live sources (default: one sample, and when it "
+                         "suggests a hang a second one thresholds.stack_sample_gap_s later to "
+                         "confirm it; sustained checks need more)")
+    dg.add_argument("--quick", action="store_true",
+                    help="one sample only: no confirming second sample")
     dg.add_argument("--live", action="store_true",
                     help="with --log/--stacks: also watch this node's training processes (by "
                          "default saved files are read alone, with nothing of the node mixed in)")
@@ -363,6 +367,9 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
     settings, _ = _settings(args)
+    # No --duration: one sample, confirmed by a second when it suggests a hang (not --quick).
+    confirm = args.duration is None and not args.quick
+    args.duration = 1.0 if args.duration is None else args.duration
     from rltui.remote import cluster_run
     if cluster_run.wanted(args):
         return cluster_run.run_diagnose(args, settings)
@@ -387,6 +394,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         if args.duration < 0:
             raise UsageError("--duration must not be negative")
         now = _parse_now(args.now) if args.now else None
+        sampling = None
         from rltui.sources.bundle import offline_bundle, run_schedule
         offline = _offline(args)
         bundle = offline_bundle(settings, _logs(args)) if offline else \
@@ -403,6 +411,9 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
         try:
             run_schedule(bundle.specs, args.duration, fold)
+            if confirm and not offline and bundle.stacks is not None and any(
+                    spec.source is bundle.stacks for spec in bundle.specs):
+                sampling = _confirm(bundle, monitor, fold, settings.thresholds)
         finally:
             bundle.close()
         now_source = "--now" if args.now else "clock"
@@ -418,6 +429,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         now = now if now is not None else time.time()
         result = monitor.evaluate(now)
         notes, mode = [], bundle.mode
+    if args.replay:
+        sampling = None
     if saved is not None:
         from rltui.sources.dumpfolder import folder_reading
         dumps, problems = saved
@@ -432,6 +445,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     if args.json:
         import json
         doc = report.to_json(snap, diagnosis, mode, now_source, stacks=monitor.stacks)
+        if sampling is not None:
+            doc["samples"], doc["samples_apart_s"] = sampling
         oom = _oom(monitor, snap, args.job_config, args.model_config)
         if oom is not None:
             from rltui.diagnosis.oom.report import report_json as oom_json
@@ -456,6 +471,55 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_NO_JOB
     return EXIT_FOUND if report.should_fail(diagnosis, args.fail_on) else EXIT_OK
+
+
+def _suggests_hang(monitor) -> bool:
+    """The first sample points at a hang: ranks waiting (or some on CPU, which a second sample
+    tells from a busy loop), or the steps quiet past the floor."""
+    from rltui.diagnosis.stacks import HANG, UNCLEAR, WORKING
+    rep = monitor.stacks
+    if rep is not None and rep.samples < 2 and rep.verdict in (HANG, WORKING, UNCLEAR):
+        return True
+    diagnosis = monitor.diagnosis
+    return diagnosis is not None and any(s.id == "steps-stalled" for s in diagnosis.symptoms)
+
+
+def _confirm(bundle, monitor, fold, thresholds) -> tuple[int, float | None]:
+    """A second sample when the first suggests a hang: every source polled again once the stack
+    sample gap has passed, so the verdict rests on both (stuck or moving, busy loop). Ranks on
+    CPU in the same function twice may be a busy loop or a job that spends most of its step
+    there, caught twice at the same point of its period: a third sample, 1.5 gaps later (an
+    offset no step period aliases with both), decides. Returns (samples taken, seconds from
+    the first stack round to the last)."""
+    from rltui.diagnosis.stacks import BUSY_LOOP
+    first = monitor.evaluate(time.time())[0].stacks
+    if not first or not _suggests_hang(monitor):
+        return 1, None
+    gap = thresholds.stack_sample_gap_s
+    print(f"rltui diagnose: the first sample suggests a hang; confirming with a second one in "
+          f"{gap:g} s (--quick skips this)", file=sys.stderr)
+    taken, last = 1, first[-1]
+    for wait_gaps in (1.0, 1.5):
+        wait = last.started + gap * wait_gaps - time.time()
+        if wait > 0:
+            time.sleep(wait)
+        run_schedule_once(bundle, fold)
+        rounds = monitor.evaluate(time.time())[0].stacks
+        if not rounds or rounds[-1] is last:
+            break
+        taken, last = taken + 1, rounds[-1]
+        rep = monitor.stacks
+        if rep is None or rep.symptom_id != BUSY_LOOP:
+            break
+        print("rltui diagnose: ranks on CPU in the same function twice; a third sample tells a "
+              "busy loop from a long step", file=sys.stderr)
+    return taken, (last.started - first[-1].started) if taken > 1 else None
+
+
+def run_schedule_once(bundle, fold) -> None:
+    """Every source of the bundle polled once now."""
+    from rltui.sources.bundle import run_schedule
+    run_schedule(bundle.specs, 0, fold)
 
 
 def _offline(args: argparse.Namespace) -> bool:

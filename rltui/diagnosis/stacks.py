@@ -355,9 +355,12 @@ def _busy_loop(classes, spinning, missing, trees, it, steps_stalled, report) -> 
         text += f" {label(missing)} missing from the dump."
     text += (f" Look at the loop in {where(loop)}: its exit condition, or what it polls (a "
              "queue, a flag, a file another rank should write).")
+    # Ranks on CPU in one function in every sample may also be a job that spends most of its
+    # step there, caught at the same point of its period: only stalled steps confirm it.
     return report(HANG, f"{who(ranks)} {_verb(ranks, 'spins', 'spin')} in "
                         f"{loop.name if loop else '?'} (busy loop)", text,
-                  symptom_id=BUSY_LOOP, suspect_ranks=ranks_of(ranks), loop_frame=loop)
+                  symptom_id=BUSY_LOOP, suspect_ranks=ranks_of(ranks), loop_frame=loop,
+                  confirmed=steps_stalled is True)
 
 
 def _loop_frame(spinning: Sequence[StackClass], trees: Sequence[StackTree],

@@ -97,7 +97,7 @@ def check_args(args: argparse.Namespace) -> None:
     for name, flag in LOCAL_ONLY:
         if getattr(args, name, None):
             raise _usage(f"{flag} reads this node only; it is not supported with {given[0]}")
-    if getattr(args, "duration", 0) < 0:
+    if (getattr(args, "duration", 0) or 0) < 0:
         raise _usage("--duration must not be negative")
     if args.connect_timeout is not None and args.connect_timeout <= 0:
         raise _usage("--connect-timeout must be positive")
@@ -279,7 +279,7 @@ def run_diagnose(args: argparse.Namespace, settings) -> int:
     dump_timeout = None if args.no_dump else dump_wait(settings)
     run = HeadlessRun(feed, monitor, settle_s=timeout + SETTLE_S, dump_timeout=dump_timeout)
     try:
-        run.run(args.duration)
+        run.run(1.0 if args.duration is None else args.duration)  # diagnose's default: 1 s
         snap, diagnosis = monitor.evaluate(time.time())
     finally:
         run.close()

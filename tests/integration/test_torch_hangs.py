@@ -462,3 +462,68 @@ def test_demo_scenarios_on_real_dumps(scenario, tmp_path):
     assert report.symptom_id == {"A": CLEANUP_DEADLOCK, "B": COLLECTIVE_MISMATCH,
                                  "C": SAME_COLLECTIVE}[pattern]
     assert report.suspect_ranks == suspects and report.confirmed
+
+
+# -- the default diagnose confirms what its first sample suggests ---------------------------------
+
+def _default_diagnose(pids: list[int]) -> tuple[int, dict, str]:
+    argv = [sys.executable, "-m", "rltui", "diagnose", "--json"]
+    for pid in pids:
+        argv += ["--pid", str(pid)]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    return out.returncode, json.loads(out.stdout), out.stderr
+
+
+@needs_torch
+def test_default_diagnose_confirms_a_live_hang_with_a_second_sample(torch_job):
+    """No --duration: the first sample suggests a hang, a second one a gap later confirms it,
+    and the verdict is critical (the pattern's symptom), with the samples in the JSON."""
+    job = torch_job("collective_mismatch.py", 3)
+    job.ready({0: ALL_REDUCE, 1: ALL_REDUCE, 2: "all_gather"})
+    wait_for_frame(job.pid(2), "all_gather")
+    code, doc, stderr = _default_diagnose([job.pid(r) for r in range(3)])
+    assert code == 1, stderr
+    assert "confirming with a second one" in stderr
+    assert doc["samples"] == 2 and doc["samples_apart_s"] >= 4.5
+    hang = next(s for s in doc["symptoms"] if s["id"] == COLLECTIVE_MISMATCH)
+    assert hang["severity"] == "critical"
+    assert doc["stacks"]["confirmed"] is True and doc["stacks"]["pattern"] == "B"
+
+
+@needs_torch
+def test_default_diagnose_quick_keeps_one_sample(torch_job):
+    job = torch_job("collective_mismatch.py", 3)
+    job.ready({0: ALL_REDUCE, 1: ALL_REDUCE, 2: "all_gather"})
+    wait_for_frame(job.pid(2), "all_gather")
+    argv = [sys.executable, "-m", "rltui", "diagnose", "--json", "--quick",
+            *[a for r in range(3) for a in ("--pid", str(job.pid(r)))]]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    doc = json.loads(out.stdout)
+    assert "confirming" not in out.stderr and "samples" not in doc
+    hang = next(s for s in doc["symptoms"] if s["id"] == COLLECTIVE_MISMATCH)
+    assert hang["severity"] == "warning"
+
+
+@needs_torch
+def test_default_diagnose_sees_a_busy_loop_in_two_samples(torch_job):
+    """One sample of ranks on CPU is "working"; the confirming samples name the busy loop, a
+    warning while nothing says the steps stalled (a long step looks the same)."""
+    job = torch_job("busy_loop.py", 2)
+    job.ready({0: "poll", 1: "poll"})
+    for r in range(2):
+        wait_for_frame(job.pid(r), "wait_for_rewards", within=2)
+    code, doc, stderr = _default_diagnose([job.pid(r) for r in range(2)])
+    job.stop()
+    assert doc["samples"] == 3, stderr
+    busy = next(s for s in doc["symptoms"] if s["id"] == BUSY_LOOP)
+    assert busy["severity"] == "warning" and code == 0
+    assert "third sample" in stderr
+
+
+@needs_torch
+def test_default_diagnose_on_a_healthy_job_is_healthy(torch_job):
+    job = torch_job("healthy.py", 2)
+    job.wait_lines({r: f"phase {r} rollout" for r in range(2)})
+    code, doc, stderr = _default_diagnose([job.pid(r) for r in range(2)])
+    assert code == 0, stderr
+    assert not any(s["severity"] == "critical" for s in doc["symptoms"]), doc["symptoms"]
