@@ -59,7 +59,9 @@ _RAY_RANK = re.compile(r"rank[=_ ]?(\d{1,7})", re.IGNORECASE)
 # quadratic on a run of spaces): the text before it is stripped instead.
 REPEATED = re.compile(r"\[repeated (\d{1,9})x across cluster\]\s*$")
 # docker compose: the service name padded to the widest one, then "| ".
-COMPOSE = re.compile(r"(?P<svc>[A-Za-z0-9][\w.-]{0,62}) +\| ")
+# docker compose names a container service-N (v2) or project_service_N (v1): the replica
+# number is what tells it from text that happens to hold " | ".
+COMPOSE = re.compile(r"(?P<svc>[A-Za-z][\w.-]{0,60}[-_]\d{1,4}) +\| ")
 # A log viewer's or a paste tool's line number.
 LINENO = re.compile(r"\[\d{1,9}\] ")
 _QUOTE = re.compile(r"> ?")
