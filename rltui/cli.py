@@ -492,6 +492,7 @@ def _confirm(bundle, monitor, fold, thresholds) -> tuple[int, float | None]:
     offset no step period aliases with both), decides. Returns (samples taken, seconds from
     the first stack round to the last)."""
     from rltui.diagnosis.stacks import BUSY_LOOP
+    from rltui.sources.bundle import run_schedule
     first = monitor.evaluate(time.time())[0].stacks
     if not first or not _suggests_hang(monitor):
         return 1, None
@@ -503,7 +504,7 @@ def _confirm(bundle, monitor, fold, thresholds) -> tuple[int, float | None]:
         wait = last.started + gap * wait_gaps - time.time()
         if wait > 0:
             time.sleep(wait)
-        run_schedule_once(bundle, fold)
+        run_schedule(bundle.specs, 0, fold)  # every source polled once now
         rounds = monitor.evaluate(time.time())[0].stacks
         if not rounds or rounds[-1] is last:
             break
@@ -514,12 +515,6 @@ def _confirm(bundle, monitor, fold, thresholds) -> tuple[int, float | None]:
         print("rltui diagnose: ranks on CPU in the same function twice; a third sample tells a "
               "busy loop from a long step", file=sys.stderr)
     return taken, (last.started - first[-1].started) if taken > 1 else None
-
-
-def run_schedule_once(bundle, fold) -> None:
-    """Every source of the bundle polled once now."""
-    from rltui.sources.bundle import run_schedule
-    run_schedule(bundle.specs, 0, fold)
 
 
 def _offline(args: argparse.Namespace) -> bool:

@@ -67,10 +67,10 @@ def still_here(poll: StackPoll, gone: Mapping[int, float]) -> list[ProcessDump]:
 def absent_ranks(snap: NodeSnapshot) -> set[int]:
     """Ranks known to be gone, from every source at hand, not only the stacks:
 
-    * departed ranks (seen alive, then gone);
+    * departed ranks: seen alive, then gone, and on a job that lives on this node alone the
+      ranks below WORLD_SIZE that never ran (the snapshot fold adds those);
     * torchrun's failure summary (``child-failed``) naming a rank;
-    * beside saved dumps that carry ranks: a rank that has a log and no dump;
-    * WORLD_SIZE of a job that lives on this node alone, minus the ranks alive here.
+    * beside saved dumps that carry ranks: a rank that has a log and no dump.
     """
     gone = {d.rank for d in snap.departed if d.rank is not None}
     dumped = {d.rank for d in (snap.stacks[-1].dumps if snap.stacks else ())
@@ -86,13 +86,6 @@ def absent_ranks(snap: NodeSnapshot) -> set[int]:
             # A log and no dump beside the others' dumps: it had exited (its log's last
             # event, a crash or the completion banner, says how, in the log rules' symptoms).
             gone.add(log.rank)
-    live = [p for p in snap.live_procs if p.rank is not None]
-    sizes = {p.world_size for p in live if p.world_size}
-    locals_ = {p.local_world_size for p in live}
-    if len(sizes) == 1 and locals_ == sizes:  # the whole job is on this node
-        size = sizes.pop()
-        if size <= 65_536:
-            gone |= set(range(size)) - {p.rank for p in live} - dumped
     return gone
 
 

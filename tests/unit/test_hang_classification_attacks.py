@@ -15,9 +15,10 @@ import pytest
 from rltui.diagnosis.hangs import absent_ranks, stack_report
 from rltui.diagnosis.stacks import HANG, WORKING, classify
 from rltui.diagnosis.stacktree import choose_thread, comm_tier, exiting
-from rltui.model import (CRASHED, DepartedRank, Frame, LogEvent, LogFileState, NodeSnapshot,
+from rltui.model import (ProcPoll, Reading, CRASHED, DepartedRank, Frame, LogEvent, LogFileState, NodeSnapshot,
                          ProcessDump, ProcInfo, StackPoll, ThreadStack)
 from rltui.parsing.pyspy import KEEP_INNER, KEEP_OUTER, parse_any
+from rltui.snapshot import Tracker
 
 C10D = "torch/distributed/distributed_c10d.py"
 
@@ -227,19 +228,26 @@ def test_absent_ranks_on_a_snapshot_without_stacks():
     assert stack_report(NodeSnapshot(timestamp=1.0, logs=logs, departed=departed)) is None
 
 
+def _folded(procs) -> NodeSnapshot:
+    tracker = Tracker()
+    tracker.apply(Reading("procs", 1.0, "ok", ProcPoll(procs)))
+    return tracker.snapshot(1.0)
+
+
 def test_world_size_of_a_multi_node_job_marks_no_rank_missing():
     procs = tuple(ProcInfo(pid=10 + i, rank=8 + i, world_size=16, local_world_size=8)
                   for i in range(8))
-    assert absent_ranks(NodeSnapshot(timestamp=1.0, procs=procs)) == set()
+    assert absent_ranks(_folded(procs)) == set()
     # LOCAL_WORLD_SIZE unknown: cannot tell that the job is on this node alone
     procs = tuple(ProcInfo(pid=10 + i, rank=i, world_size=8) for i in range(6))
-    assert absent_ranks(NodeSnapshot(timestamp=1.0, procs=procs)) == set()
+    assert absent_ranks(_folded(procs)) == set()
 
 
 def test_world_size_of_a_single_node_job_names_the_ranks_not_alive():
     procs = tuple(ProcInfo(pid=10 + i, rank=i, world_size=8, local_world_size=8)
                   for i in range(6))
-    assert absent_ranks(NodeSnapshot(timestamp=1.0, procs=procs)) == {6, 7}
+    # the fold marks the ranks below WORLD_SIZE that never ran as departed
+    assert absent_ranks(_folded(procs)) == {6, 7}
 
 
 def test_a_child_failed_rank_without_a_dump_is_missing():
