@@ -68,9 +68,11 @@ def run_interruptibly(run: Callable[..., Any], spec: Any, name: str) -> tuple[An
 
     # waited on through an Event: a Ctrl-C inside Thread.join can leave the thread looking
     # finished while it still runs
-    threading.Thread(target=work, name=f"rltui-{name}", daemon=True).start()
     interrupted = False
     try:
+        # started inside the try: Thread.start waits for the thread to run, and a Ctrl-C in
+        # that wait is the first Ctrl-C like any other (the thread exists by then)
+        threading.Thread(target=work, name=f"rltui-{name}", daemon=True).start()
         while not done.wait(0.25):
             pass
     except KeyboardInterrupt:

@@ -238,8 +238,12 @@ async def test_the_incident_report_across_nodes_names_every_node(tmp_path):
     app = cluster_app(tmp_path, plan)
     app.report_folder = lambda now: str(tmp_path / "incident")
     async with app.run_test(size=(200, 60)) as pilot:
-        await until(app, lambda v: states(v)["node03"] == "lost" and v.stacks is not None
-                    and ranks_in(v) == set(range(8)), "both nodes with stacks")
+        # each node's own latest round, not only the merged picture: the merge has stacks as
+        # soon as one node has sent its round
+        await until(app, lambda v: states(v)["node03"] == "lost" and ranks_in(v) == set(range(8))
+                    and all(n.snapshot is not None and n.snapshot.stacks
+                            for n in v.cluster.nodes if n.host != "node03"),
+                    "both nodes with stacks")
         await pilot.press("i")
         await pilot.pause()
     (md, js), = app.reports_written
