@@ -33,6 +33,9 @@ def _add_source_options(p: argparse.ArgumentParser, sub: bool = True) -> None:
     g.add_argument("--pid", metavar="PID", type=int, action="append",
                    default=dflt if sub else [],
                    help="this process and its children (repeatable)")
+    g.add_argument("--job", metavar="ID", default=dflt,
+                   help="one job of several on the node: its id (`rltui jobs`), its name, or "
+                        "the pid of its launcher or of one of its processes")
     g.add_argument("--log", metavar="PATH_OR_GLOB", action="append",
                    default=dflt if sub else [],
                    help="also follow these log files (repeatable; quote globs). The ranks' "
@@ -156,6 +159,20 @@ def build_parser() -> argparse.ArgumentParser:
                        help="no stack dump of every rank at the end of the run (the stacks "
                             "are then the nodes' last periodic, non-blocking round)")
 
+    jb = sub.add_parser("jobs", help="list the training jobs on this node",
+                        description="Groups the node's training processes into jobs (by "
+                                    "launcher, rendezvous, run id, Slurm step, Ray job and the "
+                                    "process tree) and lists each with its launcher, ranks, "
+                                    "world size and verdict (docs/jobs.md). Exit 0: jobs "
+                                    "listed; 2: usage error; 4: no job found.")
+    jb.add_argument("--json", action="store_true", help="print JSON (docs/jobs.md)")
+    jb.add_argument("--duration", type=float, default=1.0,
+                    help="seconds to sample the sources (default 1)")
+    jb.add_argument("--demo", metavar="SCENARIO", help=argparse.SUPPRESS)
+    jb.add_argument("--ranks", type=int, default=4, help=argparse.SUPPRESS)
+    _add_config_option(jb)
+    _add_source_options(jb)
+
     om = sub.add_parser("oom", help="triage a CUDA OOM: phase, config changes, a patch",
                         description="Reads the logs (--log, or this node's job), finds the latest "
                                     "OOM, decides the training phase, loads the job's config and "
@@ -266,10 +283,10 @@ def _start_demo(scenario: str, ranks: int):
     return job
 
 
-def _run_app(bundle, settings, config_path) -> int:
+def _run_app(bundle, settings, config_path, job: str | None = None) -> int:
     from rltui.ui.app import build_app
     try:
-        build_app(bundle, settings, config_path, commands=invocation()).run()
+        build_app(bundle, settings, config_path, commands=invocation(), job=job).run()
     finally:
         bundle.close()
     # A poll stuck in the outside world (NVML hung in the driver, a py-spy that never returns)
@@ -291,7 +308,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
         return _run_app(cluster_run.cluster_bundle(args, settings), settings, path)
     match, pids = _source_args(args)
     from rltui.sources.bundle import live_bundle
-    return _run_app(live_bundle(settings, match, pids, _logs(args)), settings, path)
+    return _run_app(live_bundle(settings, match, pids, _logs(args)), settings, path,
+                    job=_job(args))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -341,6 +359,9 @@ def _live_or_demo_bundle(args: argparse.Namespace, settings):
 
 def cmd_record(args: argparse.Namespace) -> int:
     settings, _ = _settings(args)
+    if _job(args) is not None:
+        raise UsageError("--job: record keeps every job's readings; choose the job when "
+                         "reading the recording (rltui diagnose --replay DIR --job ID)")
     if args.duration <= 0:
         raise UsageError("--duration must be positive")
     from rltui.sources.bundle import run_schedule
@@ -383,7 +404,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     if args.replay:
         scenario = _load_scenario(args.replay)
         monitor = Monitor(host=scenario.host, job=scenario.job, thresholds=settings.thresholds,
-                          history_len=settings.history)
+                          history_len=settings.history, focus=_job(args))
         result = monitor.replay(scenario.readings)
         if result is None:
             raise UsageError(f"{args.replay}: the recording holds no readings")
@@ -403,7 +424,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             # The saved dumps are the stacks to read: no live py-spy rounds beside them.
             bundle.specs = [s for s in bundle.specs if s.source is not bundle.stacks]
         monitor = Monitor(host=bundle.host, job=bundle.job, thresholds=settings.thresholds,
-                          history_len=settings.history)
+                          history_len=settings.history, focus=_job(args))
 
         def fold(reading):
             monitor.ingest(reading)
@@ -444,7 +465,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         diagnosis = replace(diagnosis, notes=diagnosis.notes + tuple(notes))
     if args.json:
         import json
-        doc = report.to_json(snap, diagnosis, mode, now_source, stacks=monitor.stacks)
+        doc = report.to_json(snap, diagnosis, mode, now_source, stacks=monitor.stacks,
+                             jobs=monitor.jobs, focus=monitor.focus)
         if sampling is not None:
             doc["samples"], doc["samples_apart_s"] = sampling
         oom = _oom(monitor, snap, args.job_config, args.model_config)
@@ -456,7 +478,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             doc["config_doctor"] = found
         print(json.dumps(doc, indent=2))
     else:
-        sys.stdout.write(report.to_text(snap, diagnosis, stacks=monitor.stacks))
+        sys.stdout.write(report.to_text(snap, diagnosis, stacks=monitor.stacks,
+                                        jobs=monitor.jobs if monitor.focus is None else ()))
         oom = _oom(monitor, snap, args.job_config, args.model_config)
         if oom is not None:
             from rltui.diagnosis.oom.report import report_text
@@ -466,20 +489,77 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     if args.report:
         _write_incident(args.report, monitor, snap, diagnosis, mode)
     if any(s.id == "no-job-found" for s in diagnosis.symptoms):
-        print(f"rltui: no training job found ({snap.job or 'ranks found by environment'}); "
-              "choose one with --pid PID, --match REGEX, or read saved files with --log/--stacks",
-              file=sys.stderr)
+        _say_no_job(monitor, snap)
         return EXIT_NO_JOB
     return EXIT_FOUND if report.should_fail(diagnosis, args.fail_on) else EXIT_OK
+
+
+def _job(args: argparse.Namespace) -> str | None:
+    wanted = getattr(args, "job", None)
+    if wanted is not None and not str(wanted).strip():
+        raise UsageError("--job: empty; give a job id from `rltui jobs`, a name or a pid")
+    return str(wanted).strip() if wanted is not None else None
+
+
+def _say_no_job(monitor, snap) -> None:
+    if monitor.focus is not None:
+        here = ", ".join(v.job.id for v in monitor.jobs if v.job is not None) or "none"
+        print(f"rltui: no job {monitor.focus!r} on this node (jobs here: {here}); "
+              "`rltui jobs` lists them", file=sys.stderr)
+        return
+    print(f"rltui: no training job found ({snap.job or 'ranks found by environment'}); "
+          "choose one with --pid PID, --match REGEX, or read saved files with --log/--stacks",
+          file=sys.stderr)
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    """The jobs on this node: launcher, ranks, world size, verdict (one sample of every
+    source, as ``diagnose --quick``)."""
+    settings, _ = _settings(args)
+    if args.duration < 0:
+        raise UsageError("--duration must not be negative")
+    from rltui import report
+    from rltui.monitor import Monitor
+    from rltui.sources.bundle import run_schedule
+    bundle = _live_or_demo_bundle(args, settings)
+    monitor = Monitor(host=bundle.host, job=bundle.job, thresholds=settings.thresholds,
+                      history_len=settings.history)
+
+    def fold(reading):
+        monitor.ingest(reading)
+        monitor.observe(time.time())
+
+    try:
+        run_schedule(bundle.specs, args.duration, fold)
+    finally:
+        bundle.close()
+    snap, _ = monitor.evaluate(time.time())
+    views = [v for v in monitor.jobs if v.job is not None]
+    if args.json:
+        import json
+        print(json.dumps({"schema": report.SCHEMA, "host": snap.host, "timestamp":
+                          snap.timestamp, "jobs": [report.job_json(v) for v in views]},
+                         indent=2))
+    else:
+        sys.stdout.write(report.jobs_text(views))
+    if not views:
+        print("rltui: no training job found (looked for Python processes with RANK or "
+              "LOCAL_RANK in their environment, launchers and ray:: workers); name one with "
+              "--pid PID or --match REGEX", file=sys.stderr)
+        return EXIT_NO_JOB
+    return EXIT_OK
 
 
 def _suggests_hang(monitor) -> bool:
     """The first sample points at a hang: ranks waiting (or some on CPU, which a second sample
     tells from a busy loop), or the steps quiet past the floor."""
     from rltui.diagnosis.stacks import HANG, UNCLEAR, WORKING
-    rep = monitor.stacks
-    if rep is not None and rep.samples < 2 and rep.verdict in (HANG, WORKING, UNCLEAR):
-        return True
+    for view in monitor.jobs:  # any job of the node's (or the one --job chose)
+        if monitor.focus is not None and view.stacks is not monitor.stacks:
+            continue
+        rep = view.stacks
+        if rep is not None and rep.samples < 2 and rep.verdict in (HANG, WORKING, UNCLEAR):
+            return True
     diagnosis = monitor.diagnosis
     return diagnosis is not None and any(s.id == "steps-stalled" for s in diagnosis.symptoms)
 
@@ -509,8 +589,9 @@ def _confirm(bundle, monitor, fold, thresholds) -> tuple[int, float | None]:
         if not rounds or rounds[-1] is last:
             break
         taken, last = taken + 1, rounds[-1]
-        rep = monitor.stacks
-        if rep is None or rep.symptom_id != BUSY_LOOP:
+        reports = [monitor.stacks] if monitor.focus is not None else \
+            [v.stacks for v in monitor.jobs]
+        if not any(rep is not None and rep.symptom_id == BUSY_LOOP for rep in reports):
             break
         print("rltui diagnose: ranks on CPU in the same function twice; a third sample tells a "
               "busy loop from a long step", file=sys.stderr)
@@ -581,7 +662,8 @@ def cmd_oom(args: argparse.Namespace) -> int:
         and not getattr(args, "match", None)
     keep = ("logs",) if offline else ("procs", "logs")
     bundle.specs = [s for s in bundle.specs if s.source.name in keep]
-    monitor = Monitor(host=bundle.host, job=bundle.job, thresholds=settings.thresholds)
+    monitor = Monitor(host=bundle.host, job=bundle.job, thresholds=settings.thresholds,
+                      focus=_job(args))
     try:
         run_schedule(bundle.specs, args.duration, monitor.ingest)
     finally:
@@ -650,7 +732,7 @@ def cmd_stacks(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {None: cmd_watch, "demo": cmd_demo, "replay": cmd_replay, "record": cmd_record,
-            "diagnose": cmd_diagnose, "stacks": cmd_stacks, "oom": cmd_oom,
+            "diagnose": cmd_diagnose, "stacks": cmd_stacks, "oom": cmd_oom, "jobs": cmd_jobs,
             "agent": lambda args: _agent(args),
             "rollout-check": lambda args: _check("rollout", args),
             "workflow-check": lambda args: _check("workflow", args)}

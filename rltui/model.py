@@ -125,6 +125,16 @@ class ProcInfo:
     # NODE_RANK (torchrun, Lightning) else GROUP_RANK (torchrun's elastic agent): which node of
     # the job this is, for a global rank when RANK itself is missing.
     node_rank: int | None = None
+    # What ties it to the other processes of its job (rltui.jobs): MASTER_ADDR, MASTER_PORT,
+    # TORCHELASTIC_RUN_ID, TORCHELASTIC_ERROR_FILE, SLURM_JOB_ID... (parsing.procinfo.JOB_ENV)
+    job_env: tuple[tuple[str, str], ...] = ()
+    launcher: str = ""  # "torchrun" | "deepspeed" | "accelerate" when it launches ranks
+
+    def env(self, key: str) -> str | None:
+        for k, v in self.job_env:
+            if k == key:
+                return v
+        return None
 
     @property
     def is_zombie(self) -> bool:
@@ -150,6 +160,29 @@ class DepartedRank:
     gone_since: float  # first snapshot time at which it was missing
     reason: str = "exited"  # "exited" | "zombie" | "missing from WORLD_SIZE"
     info: ProcInfo | None = None  # the process as last seen alive (GPU, role, log paths)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """The processes of one training job on the node (or across nodes), told apart from the
+    other jobs there (rltui.jobs). ``members`` name processes as (host, pid): pids repeat from
+    node to node. Departed processes stay members: a job is followed by its processes, not by
+    its launcher's children."""
+
+    id: str  # stable while the job lives: "<name>-<pid of its launcher or first process>"
+    name: str  # the script or module the ranks run ("train", "main_ppo")
+    members: tuple[tuple[str, int], ...] = ()
+    ranks: tuple[int, ...] = ()  # ranks of live and departed processes
+    world_size: int | None = None
+    launcher_pid: int | None = None
+    launcher_cmdline: tuple[str, ...] = ()  # redacted
+    launcher: str = ""  # torchrun | deepspeed | accelerate | "" (none seen)
+    tie: str = ""  # what holds the processes together, for people: "MASTER 127.0.0.1:29500"
+    hosts: tuple[str, ...] = ()
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        return tuple(pid for _, pid in self.members)
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +216,9 @@ class NodeSnapshot:
     # The latest rounds of py-spy dumps, oldest first (bounded): successive samples tell
     # stuck stacks from moving ones.
     stacks: tuple["StackPoll", ...] = ()
+    # The jobs its processes make (rltui.jobs), in the order they were first seen; a snapshot
+    # restricted to one job (jobs.restrict) holds that job alone.
+    jobs: tuple[Job, ...] = ()
 
     def source(self, name: str) -> SourceState | None:
         for state in self.sources:
@@ -206,6 +242,7 @@ class Symptom:
     evidence: tuple[str, ...] = ()
     next_steps: tuple[str, ...] = ()
     since: float | None = None
+    job: str = ""  # the id of the job it is about (rltui.jobs); "" when not one job's
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,13 +7,17 @@ renamed, and ``schema`` is bumped only for a change a script would notice.
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from rltui import __version__
 from rltui.diagnosis.stacks import StackReport, report_json, where, who
 from rltui.model import Diagnosis, NodeSnapshot, severity_rank
 from rltui.rankset import compact
 from rltui.serialize import to_data
+
+if TYPE_CHECKING:
+    from rltui.monitor import JobView
 
 SCHEMA = 1
 FAIL_LEVELS = ("warning", "critical")
@@ -26,9 +30,10 @@ def should_fail(diagnosis: Diagnosis, fail_on: str) -> bool:
 
 
 def to_json(snap: NodeSnapshot, diagnosis: Diagnosis, mode: str,
-            now_source: str = "clock", stacks: StackReport | None = None) -> dict[str, Any]:
+            now_source: str = "clock", stacks: StackReport | None = None,
+            jobs: Sequence[JobView] = (), focus: str | None = None) -> dict[str, Any]:
     """The diagnose document (docs/diagnose-json.md); ``stacks``: the hang report of the py-spy
-    rounds read, when there are any."""
+    rounds read, when there are any; ``jobs``: the monitor's job views (worst first)."""
     gpus = []
     for g in snap.gpus:
         item = to_data(g)
@@ -54,9 +59,49 @@ def to_json(snap: NodeSnapshot, diagnosis: Diagnosis, mode: str,
         "unmatched_logs": list(snap.unmatched_logs),
         "notes": list(diagnosis.notes),
     }
+    doc["jobs"] = [job_json(v) for v in jobs if v.job is not None]
+    if focus is not None:
+        doc["focus"] = focus
     if stacks is not None:
         doc["stacks"] = report_json(stacks)
     return doc
+
+
+def job_json(view: JobView) -> dict[str, Any]:
+    """One job of the ``jobs`` array: who it is, what it holds, its own verdict."""
+    job = view.job
+    assert job is not None
+    return {
+        "id": job.id,
+        "name": job.name,
+        "launcher": ({"pid": job.launcher_pid, "cmdline": list(job.launcher_cmdline),
+                      "kind": job.launcher} if job.launcher_pid is not None else None),
+        "pids": list(job.pids),
+        "ranks": list(job.ranks),
+        "world_size": job.world_size,
+        "hosts": list(job.hosts),
+        "tie": job.tie,
+        "verdict": view.diagnosis.verdict,
+        "symptoms": [s.id for s in view.diagnosis.symptoms],
+        "live": len(view.snapshot.procs),
+        "departed": len([d for d in view.snapshot.departed if d.rank is not None]),
+    }
+
+
+def jobs_text(jobs: Sequence[JobView]) -> str:
+    """The jobs table (``rltui jobs``, and under the report when there are several)."""
+    shown = [v for v in jobs if v.job is not None]
+    lines = [f"Jobs: {len(shown)}"]
+    for v in shown:
+        job = v.job
+        assert job is not None
+        ranks = compact(job.ranks) if job.ranks else "-"
+        world = "?" if job.world_size is None else str(job.world_size)
+        launcher = (f"{job.launcher or 'launcher'} {job.launcher_pid}"
+                    if job.launcher_pid is not None else "no launcher")
+        lines.append(f"  {job.id:28} {v.diagnosis.verdict.upper():8} ranks {ranks:10} of "
+                     f"{world:>4}  {launcher:20} {job.tie}")
+    return "\n".join(lines) + "\n"
 
 
 def _log_json(log) -> dict[str, Any]:
@@ -97,15 +142,20 @@ def _num(v: float | None, fmt: str = "{:.0f}", unit: str = "") -> str:
 
 
 def to_text(snap: NodeSnapshot, diagnosis: Diagnosis,
-            stacks: StackReport | None = None) -> str:
-    """A plain report for a terminal or a ticket (with the stack classes when read)."""
+            stacks: StackReport | None = None, jobs: Sequence[JobView] = ()) -> str:
+    """A plain report for a terminal or a ticket (with the stack classes when read, and the
+    jobs when the node runs several)."""
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snap.timestamp))
+    several = len([v for v in jobs if v.job is not None]) > 1
     lines = [f"rltui diagnose: {snap.host or '?'}  {snap.job}  at {when}",
              f"verdict: {diagnosis.verdict.upper()}", ""]
+    if several:
+        lines += jobs_text(jobs).splitlines() + [""]
     if diagnosis.symptoms:
         for s in diagnosis.symptoms:
             ranks = f" [ranks {compact(s.ranks)}]" if s.ranks else ""
-            lines.append(f"{s.severity.upper():8} {s.id}: {s.title}{ranks}")
+            job = f" (job {s.job})" if s.job and several else ""
+            lines.append(f"{s.severity.upper():8} {s.id}: {s.title}{ranks}{job}")
             lines.extend(f"    - {e}" for e in s.evidence)
             lines.append("    next steps:")
             lines.extend(f"      {i}. {step}" for i, step in enumerate(s.next_steps, 1))
@@ -122,12 +172,14 @@ def to_text(snap: NodeSnapshot, diagnosis: Diagnosis,
                      f"mem {_gib(g.mem_used)}/{_gib(g.mem_total)}  "
                      f"{_num(g.temperature_c, unit='C')}  {_num(g.power_w, unit='W')}")
     lines.append(f"Job processes: {len(snap.procs)}")
-    for p in sorted(snap.procs, key=_rank_key):
+    job_of = {pid: j.id for j in snap.jobs for pid in j.pids} if len(snap.jobs) > 1 else {}
+    for p in sorted(snap.procs, key=lambda p: (job_of.get(p.pid, ""), _rank_key(p))):
         rank = "-" if p.rank is None else str(p.rank)
         gpu = "-" if p.gpu_index is None else str(p.gpu_index)
         host = f" {p.host}" if p.host else ""  # across nodes: pids repeat from node to node
         lines.append(f"  rank {rank:>4}{host} pid {p.pid:>7} gpu {gpu:>3} cpu "
                      f"{_num(p.cpu_percent, unit='%'):>5} {p.state:10} {p.role}"
+                     + (f"  job {job_of[p.pid]}" if p.pid in job_of else "")
                      + ("  (partial)" if p.partial else ""))
     for d in snap.departed:
         rank = "-" if d.rank is None else str(d.rank)

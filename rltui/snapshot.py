@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable
 
 from rltui import model
+from rltui.jobs import JobNames, group, missing_from_world
 from rltui.logbook import LogBook
 from rltui.model import (DepartedRank, GpuPoll, LogPoll, NodeSnapshot, ProcInfo, ProcPoll,
                          Reading, SourceState, StackPoll)
@@ -42,6 +43,7 @@ class Tracker:
     logbook: LogBook = field(default_factory=LogBook)
     now_source: str = ""
     _stacks: deque = field(default_factory=lambda: deque(maxlen=STACK_SAMPLES))
+    _job_names: JobNames = field(default_factory=JobNames)
 
     def apply(self, reading: Reading) -> None:
         prev = self._sources.get(reading.source)
@@ -104,12 +106,16 @@ class Tracker:
 
     def snapshot(self, now: float) -> NodeSnapshot:
         gp = self._gpu_poll
+        gone = [(pid, seen) for pid, seen in sorted(self._seen.items())
+                if seen.gone_since is not None]
+        jobs = group(self._procs, [seen.info for _, seen in gone], self._job_names)
+        job_of = {m: j for j in jobs for m in j.members}
+        live_ranks = {(job_of.get((p.host, p.pid)), p.rank) for p in self._procs
+                      if not p.is_zombie and p.rank is not None}
         departed = []
-        live_ranks = {p.rank for p in self._procs if not p.is_zombie and p.rank is not None}
-        for pid, seen in sorted(self._seen.items()):
-            if seen.gone_since is None:
-                continue
-            if seen.info.rank is not None and seen.info.rank in live_ranks:
+        for pid, seen in gone:
+            job = job_of.get((seen.info.host, pid))
+            if seen.info.rank is not None and (job, seen.info.rank) in live_ranks:
                 continue  # the rank was restarted under a new pid (elastic restart)
             departed.append(DepartedRank(
                 pid=pid,
@@ -119,7 +125,12 @@ class Tracker:
                 reason="zombie" if seen.info.is_zombie else "exited",
                 info=seen.info,
             ))
-        departed.extend(_missing_from_world(self._procs, now, {d.rank for d in departed}))
+        for job in jobs:
+            members = set(job.members)
+            mine = [p for p in self._procs if (p.host, p.pid) in members]
+            known = {d.rank for d in departed
+                     if d.info is not None and (d.info.host, d.pid) in members}
+            departed.extend(missing_from_world(mine, now, known))
         return NodeSnapshot(
             timestamp=now,
             host=self.host,
@@ -134,33 +145,8 @@ class Tracker:
             unmatched_logs=self.logbook.unmatched,
             now_source=self.now_source,
             stacks=tuple(self._stacks),
+            jobs=jobs,
         )
-
-
-def _missing_from_world(procs: tuple[ProcInfo, ...], now: float,
-                        known: set[int | None]) -> list[DepartedRank]:
-    """Ranks a single-node job should have but does not, even if we never saw them.
-
-    Only when every live process says the whole world lives on this node (LOCAL_WORLD_SIZE ==
-    WORLD_SIZE). WORLD_SIZE alone cannot tell: on a multi-node job the other ranks are on other
-    nodes, not missing (ranks 4-5 of 8 here would otherwise report 0-3 and 6-7).
-    """
-    ranked = [p for p in procs if p.rank is not None and not p.is_zombie]
-    if not ranked:
-        return []
-    worlds = {p.world_size for p in ranked}
-    local_worlds = {p.local_world_size for p in ranked}
-    if len(worlds) != 1 or None in worlds:
-        return []
-    world = worlds.pop()
-    if local_worlds != {world}:
-        return []
-    if world is None or world > 4096:
-        return []
-    present = {p.rank for p in ranked}
-    return [DepartedRank(pid=0, rank=r, last_seen=0.0, gone_since=now,
-                         reason="missing from WORLD_SIZE")
-            for r in range(world) if r not in present and r not in known]
 
 
 @dataclass

@@ -29,18 +29,23 @@ def verdict_of(symptoms: Sequence[Symptom]) -> str:
 
 
 def diagnose(snapshot: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
-             thresholds: Thresholds | None = None) -> Diagnosis:
-    """Run every rule. ``history`` is oldest first and may include ``snapshot`` itself."""
+             thresholds: Thresholds | None = None,
+             memo: hangs.HangMemo | None = None) -> Diagnosis:
+    """Run every rule. ``history`` is oldest first and may include ``snapshot`` itself;
+    ``memo``: the watcher's hang memo, so that the stack rule classifies each round once."""
     th = thresholds or Thresholds()
     symptoms: list[Symptom] = []
     for rule in RULES:
+        if rule is hangs.stack_hang and memo is not None:
+            rule = memo.symptoms
         symptoms.extend(rule(snapshot, history, th))
     symptoms.sort(key=lambda s: (-severity_rank(s.severity), s.id, s.ranks))
     return Diagnosis(timestamp=snapshot.timestamp, verdict=verdict_of(symptoms),
-                     symptoms=tuple(symptoms), notes=tuple(_notes(snapshot)))
+                     symptoms=tuple(symptoms), notes=tuple(notes_of(snapshot)))
 
 
-def _notes(snap: NodeSnapshot) -> list[str]:
+def notes_of(snap: NodeSnapshot) -> list[str]:
+    """What could not be checked, and why (the diagnosis's notes)."""
     notes = []
     for state in snap.sources:
         if state.status != "ok":

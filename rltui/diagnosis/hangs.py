@@ -6,8 +6,8 @@ the dump, and the logs say whether the steps still advance. A job whose steps ad
 the first sampled round is not hung, however alike its stacks look (a job that spends most of
 its time in one all_reduce is at that all_reduce in most dumps).
 
-The report is memoised on the identity of the rounds it reads: the UI evaluates every second,
-the stacks change every N seconds.
+The report is memoised on the identity of the rounds it reads (``HangMemo``, one per watched
+job, owned by the monitor): the UI evaluates every second, the stacks change every N seconds.
 """
 
 from __future__ import annotations
@@ -19,10 +19,6 @@ from rltui.diagnosis import logs as log_rules
 from rltui.diagnosis.stacks import StackReport, classify, symptoms
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import DepartedRank, NodeSnapshot, ProcessDump, StackPoll, Symptom
-
-_memo: tuple[tuple, StackReport, tuple] | None = None
-_state_memo: tuple[NodeSnapshot, bool | None] | None = None
-
 
 def steps_state(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
                 th: Thresholds) -> bool | None:
@@ -89,42 +85,57 @@ def absent_ranks(snap: NodeSnapshot) -> set[int]:
     return gone
 
 
+class HangMemo:
+    """The hang report of the latest rounds, memoised on their identity: the UI evaluates
+    every second, the stacks change every N seconds. One per job being watched (the monitor
+    owns them): the rounds of two jobs would push each other out of one memo."""
+
+    def __init__(self) -> None:
+        self._memo: tuple[tuple, StackReport, tuple] | None = None
+        self._state: tuple[NodeSnapshot, bool | None] | None = None
+
+    def report(self, snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
+               th: Thresholds | None = None) -> StackReport | None:
+        """The hang report of the snapshot's stack rounds; None when there are none."""
+        if not snap.stacks:
+            return None
+        th = th or Thresholds()
+        missing = tuple(sorted(absent_ranks(snap)))
+        # The rule and Monitor.stacks ask about the same snapshot: read the logs once.
+        if self._state is not None and self._state[0] is snap:
+            stalled = self._state[1]
+        else:
+            stalled = steps_state(snap, history, th)
+            self._state = (snap, stalled)
+        gone = departed_pids(snap.departed)
+        key = (tuple(id(p) for p in snap.stacks), missing, stalled,
+               tuple(sorted(gone.items())), th.stack_sample_gap_s)
+        if self._memo is not None and self._memo[0] == key:
+            return self._memo[1]
+        rounds = [still_here(p, gone) for p in samples(snap.stacks, th.stack_sample_gap_s)]
+        report = classify(rounds, missing_ranks=missing, steps_stalled=stalled)
+        # The memo holds the rounds themselves too, so none of the ids in the key can be
+        # reused by a new object while it stands.
+        self._memo = (key, report, snap.stacks)
+        return report
+
+    def symptoms(self, snap: NodeSnapshot, history: Sequence[NodeSnapshot],
+                 th: Thresholds) -> list[Symptom]:
+        """The rule: a hang named from the stacks (hang-* symptom ids), stamped with the time
+        of the first round that showed it."""
+        report = self.report(snap, history, th)
+        if report is None:
+            return []
+        return [replace(s, since=snap.stacks[0].started) for s in symptoms(report)]
+
+
 def stack_report(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
                  th: Thresholds | None = None) -> StackReport | None:
-    """The hang report of the snapshot's stack rounds; None when there are none."""
-    global _memo
-    global _state_memo
-    if not snap.stacks:
-        return None
-    th = th or Thresholds()
-    missing = tuple(sorted(absent_ranks(snap)))
-    # The rule and Monitor.stacks ask about the same snapshot: read the logs once.
-    if _state_memo is not None and _state_memo[0] is snap:
-        stalled = _state_memo[1]
-    else:
-        stalled = steps_state(snap, history, th)
-        _state_memo = (snap, stalled)
-    gone = departed_pids(snap.departed)
-    key = (tuple(id(p) for p in snap.stacks), missing, stalled, tuple(sorted(gone.items())),
-           th.stack_sample_gap_s)
-    if _memo is not None and _memo[0] == key:
-        return _memo[1]
-    rounds = [still_here(p, gone) for p in samples(snap.stacks, th.stack_sample_gap_s)]
-    report = classify(rounds, missing_ranks=missing, steps_stalled=stalled)
-    # The memo holds the rounds themselves too, so none of the ids in the key can be reused
-    # by a new object while it stands.
-    _memo = (key, report, snap.stacks)
-    return report
+    """The hang report of the snapshot's stack rounds, unmemoised (one-off callers)."""
+    return HangMemo().report(snap, history, th)
 
 
 def stack_hang(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
                th: Thresholds) -> list[Symptom]:
-    """The rule: a hang named from the stacks (hang-* symptom ids), stamped with the time of
-    the first round that showed it."""
-    report = stack_report(snap, history, th)
-    if report is None:
-        return []
-    found = symptoms(report)
-    if not found:
-        return []
-    return [replace(s, since=snap.stacks[0].started) for s in found]
+    """The rule without a memo (``diagnose`` passes the monitor's own when it has one)."""
+    return HangMemo().symptoms(snap, history, th)

@@ -101,8 +101,13 @@ def no_job_found(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
         return []  # the job was seen; rank_exited says where it went
     if snap.stacks or any(log.lines_seen for log in snap.logs):
         return []
-    searched = snap.job or "Python processes with RANK or LOCAL_RANK in their environment"
-    return [Symptom(
+    return [nothing_found(snap.job or "Python processes with RANK or LOCAL_RANK in their "
+                                      "environment")]
+
+
+def nothing_found(searched: str) -> Symptom:
+    """The no-job-found symptom, saying what was searched."""
+    return Symptom(
         id="no-job-found",
         severity="warning",
         title="No training job found",
@@ -110,6 +115,7 @@ def no_job_found(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
         next_steps=(
             "Choose the job: --pid PID (the launcher or a rank; its children are followed), "
             "or --match REGEX on the command line (e.g. 'main_ppo|torchrun').",
+            "Choose one job of several: --job ID (`rltui jobs` lists them).",
             "Read what the job left instead: --log 'logs/*.log', --stacks DIR.",
         ),
-    )]
+    )

@@ -16,6 +16,12 @@ DEBUG_ENV = (
     "TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", "CUDA_LAUNCH_BLOCKING",
     "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE", "CUDA_VISIBLE_DEVICES",
 )
+# Read per process to tell jobs apart (rltui.jobs) and to find a dead rank's files afterwards:
+# the rendezvous a rank joins, the run it belongs to, torchelastic's error file. None is secret.
+JOB_ENV = (
+    "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE",
+    "TORCHELASTIC_RESTART_COUNT", "SLURM_JOB_ID", "SLURM_STEP_ID", "RAY_JOB_ID",
+)
 ENGINES = ("vllm", "sglang")
 LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 
@@ -103,3 +109,32 @@ def _pythonish(program: str) -> bool:
     # torch renames the main thread (and so the process) "pt_main_thread"
     base = os.path.basename(program).lower()
     return "python" in base or base == "pt_main_thread"
+
+
+# Launchers a job's ranks are children of: module (python -m ...) or program name -> kind.
+_LAUNCHER_MODULES = {
+    "torch.distributed.run": "torchrun", "torch.distributed.launch": "torchrun",
+    "deepspeed.launcher.launch": "deepspeed", "deepspeed.launcher.runner": "deepspeed",
+    "accelerate.commands.launch": "accelerate", "accelerate.commands.accelerate_cli": "accelerate",
+}
+_LAUNCHER_PROGRAMS = {"torchrun": "torchrun", "deepspeed": "deepspeed"}
+
+
+def launcher_of(cmdline: Sequence[str]) -> str:
+    """The kind of launcher a command line runs ("torchrun", "deepspeed", "accelerate"), or ""
+    for anything else. ``accelerate`` counts only as ``accelerate launch``."""
+    if not cmdline or cmdline[0].startswith("ray::"):
+        return ""
+    kind, value = _program(cmdline)
+    if kind == "module":
+        found = _LAUNCHER_MODULES.get(value, "")
+        if found == "accelerate" and value.endswith("_cli") and "launch" not in cmdline:
+            return ""
+        return found
+    if kind != "path":
+        return ""
+    base = os.path.basename(value)
+    if base == "accelerate":
+        rest = list(cmdline[list(cmdline).index(value) + 1:])
+        return "accelerate" if rest[:1] == ["launch"] else ""
+    return _LAUNCHER_PROGRAMS.get(base, "")

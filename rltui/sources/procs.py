@@ -24,8 +24,8 @@ import psutil
 
 from rltui.model import DENIED, ERROR, OK, ProcInfo, ProcPoll, Reading
 from rltui.parsing.procinfo import (  # noqa: F401 - re-exported for callers and tests
-    DEBUG_ENV, ENGINES, LAUNCHER_MODULES, _program, _pythonish, env_gpu, parse_int, ray_class,
-    role_of,
+    DEBUG_ENV, ENGINES, JOB_ENV, LAUNCHER_MODULES, _program, _pythonish, env_gpu, launcher_of,
+    parse_int, ray_class, role_of,
 )
 from rltui.redact import redact_argv, redact_env
 from rltui.sources.base import reading
@@ -34,8 +34,8 @@ RECHECK_S = 5.0
 FD_RECHECK_S = 10.0
 
 DEFAULT_LOOKED_FOR = ("Python processes with RANK or LOCAL_RANK in their environment, "
-                      "torchrun launchers and ray:: workers")
-DEFAULT_HOW = "env RANK/LOCAL_RANK, torchrun, ray:: titles"
+                      "torchrun, deepspeed and accelerate launchers and ray:: workers")
+DEFAULT_HOW = "env RANK/LOCAL_RANK, launchers, ray:: titles"
 
 ENV_DENIED = "environment not readable: permission denied"
 ENV_GONE = "environment not readable: the process had already exited"
@@ -79,6 +79,8 @@ class _Static:
     node_rank: int | None
     env_gpu: int | None
     debug_env: tuple[tuple[str, str], ...]
+    job_env: tuple[tuple[str, str], ...]
+    launcher: str
     reason: str  # why some of it could not be read
 
 
@@ -102,6 +104,7 @@ def _static(proc: psutil.Process, cmdline: tuple[str, ...], name: str, reason: s
         env, env_reason = _environ(proc)
         reason = "; ".join(r for r in (reason, env_reason) if r)
     shown = {k: env[k] for k in DEBUG_ENV if k in env}
+    ties = {k: env[k][:256] for k in JOB_ENV if k in env}
     return _Static(
         name=name, cmdline=redact_argv(cmdline), role=role_of(cmdline, name),
         ray=bool(cmdline) and cmdline[0].startswith("ray::"),
@@ -109,7 +112,9 @@ def _static(proc: psutil.Process, cmdline: tuple[str, ...], name: str, reason: s
         world_size=parse_int(env.get("WORLD_SIZE")),
         local_world_size=parse_int(env.get("LOCAL_WORLD_SIZE")),
         node_rank=_node_rank(env), env_gpu=env_gpu(env),
-        debug_env=tuple(sorted(redact_env(shown).items())), reason=reason)
+        debug_env=tuple(sorted(redact_env(shown).items())),
+        job_env=tuple(sorted(redact_env(ties).items())), launcher=launcher_of(cmdline),
+        reason=reason)
 
 
 def _node_rank(env: Mapping[str, str]) -> int | None:
@@ -362,7 +367,8 @@ class ProcSource:
             cpu_percent=cpu,
             rss=mem.rss if mem is not None else None, state=state, num_threads=threads,
             create_time=created, gpu_index=gpu, gpu_from=gpu_from,
-            debug_env=s.debug_env, stdout_path=entry.out[0], stderr_path=entry.out[1],
+            debug_env=s.debug_env, job_env=s.job_env, launcher=s.launcher,
+            stdout_path=entry.out[0], stderr_path=entry.out[1],
             partial=bool(reasons), partial_reason="; ".join(reasons))
 
     @staticmethod
@@ -383,7 +389,7 @@ class ProcSource:
 
 
 def _classify_default(entry: _Entry, cmdline: tuple[str, ...], name: Callable[[], str]) -> None:
-    if cmdline[0].startswith("ray::") or role_of(cmdline) == "torchrun":
+    if cmdline[0].startswith("ray::") or launcher_of(cmdline):
         entry.static = _static(entry.proc, cmdline, name())
     elif _pythonish(cmdline[0]) or _pythonish(name()):
         env, reason = _environ(entry.proc)

@@ -85,6 +85,10 @@ class RltuiApp(AcrossNodes, App[int]):
                 tooltip="compare the ranks' stacks: classes, merged tree, side-by-side diff"),
         Binding("m", "oom_triage", "OOM", id="rltui.oom",
                 tooltip="triage the latest CUDA OOM: phase, config changes, a patch"),
+        # priority: over the tables' vim "j" (down), but only while the node runs several
+        # jobs (check_action); otherwise j moves down as before
+        Binding("j", "choose_job", "Jobs", id="rltui.jobs", show=False, priority=True,
+                tooltip="choose the job shown when the node runs several (every pane follows)"),
         Binding("i", "incident_report", "Report", id="rltui.report", show=False,
                 tooltip="write an incident report (markdown and JSON) into the current folder"),
         Binding("c", "rollout_check", "Rollout check", id="rltui.check.rollout", show=False,
@@ -273,7 +277,8 @@ class RltuiApp(AcrossNodes, App[int]):
         return View(snapshot=snapshot, diagnosis=diagnosis, history=self.monitor.history,
                     thresholds=self.settings.thresholds, palette=self.palette,
                     mode=self.bundle.mode, intervals=self.intervals, paused=self.paused,
-                    replay=replay, stacks=self.monitor.stacks)
+                    replay=replay, stacks=self.monitor.stacks, jobs=self.monitor.jobs,
+                    focus=self.monitor.focus)
 
     def _show(self, view: View) -> None:
         self.latest = view
@@ -331,6 +336,9 @@ class RltuiApp(AcrossNodes, App[int]):
             return False  # a recording has nothing new to poll
         if action == "oom_triage":
             return self._footer_keys[0]  # shown (and live) only when a log holds an OOM
+        if action == "choose_job":
+            return self.cluster is None and self.latest is not None and len(
+                [v for v in self.latest.jobs if v.job is not None]) > 1
         if action == "show_stacks" and replay:
             # A recording without stacks gets no footer entry for them (room on 80 columns).
             return self.latest is not None and self.latest.stacks is not None
@@ -432,6 +440,28 @@ class RltuiApp(AcrossNodes, App[int]):
         self._stacks_shown = view.stacks
         self.push_screen(StacksScreen(view.stacks, source_lines=self.source_lines,
                                       subtitle=view.snapshot.job))
+
+    def action_choose_job(self) -> None:
+        view = self.latest
+        if self.cluster is not None:
+            self.notify("Across nodes the view is the job the nodes were given for.",
+                        severity="warning")
+            return
+        if view is None or len([v for v in view.jobs if v.job is not None]) < 2:
+            self.notify("One job on this node: nothing to choose." if view and view.jobs
+                        else "No training job found yet.", severity="information")
+            return
+        from rltui.ui.screens.jobs import JobPicker
+        self.push_screen(JobPicker(view.jobs, self.monitor.focus, self.palette),
+                         self.show_job)
+
+    def show_job(self, job_id: str | None) -> None:
+        """Narrow every pane to one job (``*``: all jobs again); None leaves it as it is."""
+        if job_id is None:
+            return
+        self.monitor.focus = None if job_id == "*" else job_id
+        self._stacks_shown = None
+        self._evaluate(self._evaluated_at if self._evaluated_at is not None else self.clock())
 
     def action_incident_report(self) -> None:
         """Write incident.md and incident.json for the ticket (see docs/incident-report.md)."""
@@ -629,13 +659,15 @@ class RltuiApp(AcrossNodes, App[int]):
 
 
 def build_app(bundle: Bundle, settings: Settings, config_path: str | Path | None = None,
-              commands: Sequence[str] = ()) -> RltuiApp:
+              commands: Sequence[str] = (), job: str | None = None) -> RltuiApp:
     """The one way to build the app, for the CLI and for tests alike. ``commands``: how rltui
-    was started (redacted), quoted in incident reports."""
+    was started (redacted), quoted in incident reports; ``job``: the job shown alone
+    (``--job``)."""
     from rltui.incident import write_report
     from rltui.sources.sourcelines import read_source
 
     app = RltuiApp(bundle, settings, config_path, commands)
+    app.monitor.focus = job
     # The compare screen shows source lines through this; across nodes the frames' files are
     # on the nodes, and this machine's copy (another version, or none) would mislead.
     app.source_lines = read_source if bundle.feed is None else None

@@ -54,9 +54,25 @@ def palette_commands(app: "RltuiApp") -> list[tuple[str, Callable[[], object], s
         ("Check: Agent workflow", app.action_workflow_check,
          "One run, then RL-shaped concurrency: errors, timeouts, rewards (w)"),
     ]
+    commands += job_commands(app)
     commands += log_commands(app)
     commands.append(("App: Quit", app.action_quit, "Quit rltui (q)"))
     return commands
+
+
+def job_commands(app: "RltuiApp") -> list[tuple[str, Callable[[], object], str]]:
+    """One command per job when the node runs several, and one to show them all again."""
+    view = app.latest
+    jobs = [v.job for v in (view.jobs if view is not None else ()) if v.job is not None]
+    if len(jobs) < 2:
+        return []
+    out: list[tuple[str, Callable[[], object], str]] = [
+        ("Jobs: Choose", app.action_choose_job, "Pick the job every pane shows (j)"),
+        ("Jobs: Show all", lambda: app.show_job("*"), "Every job's symptoms and ranks")]
+    for job in jobs:
+        out.append((f"Jobs: Show {job.id}", lambda i=job.id: app.show_job(i),
+                    f"Only this job: ranks {len(job.ranks)}, {job.tie}"))
+    return out
 
 
 def log_commands(app: "RltuiApp") -> list[tuple[str, Callable[[], object], str]]:

@@ -15,6 +15,7 @@ from rltui.cluster.view import ClusterSnapshot
 from rltui.diagnosis.stacks import StackReport
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import Diagnosis, NodeSnapshot, Reading
+from rltui.monitor import JobView
 from rltui.snapshot import History
 from rltui.ui.themes import Palette
 
@@ -63,3 +64,6 @@ class View:
     # Across nodes: every node's own snapshot and stream state, the ranks by host; ``snapshot``
     # is then the merged job (global ranks, cluster-wide GPU indices, host:path logs).
     cluster: ClusterSnapshot | None = None
+    # The jobs on the node, worst first (rltui.jobs), and the one shown alone (None: all).
+    jobs: tuple[JobView, ...] = ()
+    focus: str | None = None

@@ -137,6 +137,46 @@ def rank_exited(path: str | Path, duration: float = 90.0, exit_at: int = 20,
                  description="rank 3 exits at 20 s; ranks 0-2 idle, 4-7 busy")
 
 
+def two_jobs(path: str | Path, duration: float = 40.0, exit_at: int = 20) -> Path:
+    """Two 4-GPU jobs on one 8-GPU node, both with ranks 0-3: "train_ppo" (torchrun 4000,
+    ranks 4100-4103 on GPUs 0-3, rendezvous 127.0.0.1:29500) whose rank 2 exits at
+    ``exit_at``, and "eval" (torchrun 5000, ranks 5100-5103 on GPUs 4-7, 127.0.0.1:29501),
+    healthy throughout."""
+
+    def ranked(base: int, rank: int, port: int, role: str, gpu_index: int,
+               cpu: float) -> ProcInfo:
+        return replace(proc(rank, pid_base=base, world=4, gpu_index=gpu_index, cpu=cpu,
+                            role=role), ppid=base - 100,
+                       cmdline=("python", f"{role}.py", "--config", f"{role}.yaml"),
+                       job_env=(("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", str(port)),
+                                ("TORCHELASTIC_RUN_ID", "none")))
+
+    def launcher(pid: int, role: str) -> ProcInfo:
+        return ProcInfo(pid=pid, ppid=1, name="torchrun", role="torchrun", launcher="torchrun",
+                        cmdline=("python", "/usr/bin/torchrun", "--nproc-per-node", "4",
+                                 f"{role}.py"), cpu_percent=0.5, state="sleeping",
+                        create_time=T0 - 610.0)
+
+    def g(s: int) -> Reading:
+        def util(i: int) -> float:
+            if i >= 4 or s < exit_at:
+                return busy_util(i, s)
+            return float(s % 2)  # ranks 0, 1, 3 wait for rank 2
+        return _gpus_ok(s, tuple(gpu(i, util(i), 61.0 + i * 0.4,
+                                     pids=((4100 + i,) if i < 4 else (5100 + i - 4,))
+                                     if i != 2 or s < exit_at else ())
+                                 for i in range(8)))
+
+    def p(s: int) -> Reading:
+        ppo = [ranked(4100, r, 29500, "train_ppo", r, 97.0) for r in range(4)
+               if r != 2 or s < exit_at]
+        evl = [ranked(5100, r, 29501, "eval", 4 + r, 95.0 + r) for r in range(4)]
+        return _procs_ok(s, (launcher(4000, "train_ppo"), *ppo, launcher(5000, "eval"), *evl))
+
+    return write(path, _timeline(duration, g, p), job="env RANK/LOCAL_RANK",
+                 description="two jobs on one node: train_ppo's rank 2 exits, eval is healthy")
+
+
 def nvml_unavailable(path: str | Path, duration: float = 30.0, ranks: int = 4) -> Path:
     """No NVIDIA driver: every GPU poll is unavailable; the processes are still seen."""
 

@@ -146,3 +146,22 @@ def test_across_nodes(snap_compare, tmp_path, size):
         await app.next_evaluation()  # and shown (the fixed clock keeps every age the same)
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_two_jobs_header(snap_compare, replay_app, size):
+    """Two 4-GPU jobs on one node, both with ranks 0-3; train_ppo's rank 2 exited. Must be
+    visible: the header "CRITICAL (1)  node gpu-node-07  replay ... end  2 jobs:
+    train_ppo-4000 (4) CRITICAL, eval-5000 (4) ok" (cut at 80 columns after the mode); the
+    symptom "rank 2 exited while 4 other process(es) remain" (train_ppo's); the rank table
+    with both jobs' ranks. At 200x60 the whole jobs segment."""
+    assert snap_compare(replay_app("two_jobs"), press=["e"], terminal_size=size)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_two_jobs_picker(snap_compare, replay_app, size):
+    """`j` on the two-jobs replay: the job picker over the main screen. Must be visible: "2 jobs
+    on this node, worst first", the options "All jobs" (highlighted), "train_ppo-4000
+    CRITICAL ranks 0-3 of 4 torchrun 4000 MASTER gpu-node-07/127.0.0.1:29500" and
+    "eval-5000 HEALTHY ranks 0-3 of 4 torchrun 5000 MASTER ...:29501"."""
+    assert snap_compare(replay_app("two_jobs"), press=["e", "j"], terminal_size=size)

@@ -137,8 +137,9 @@ def test_failed_procs_scan_keeps_the_last_processes_and_departs_nobody():
     # multi-node: LOCAL_WORLD_SIZE != WORLD_SIZE, the other ranks live elsewhere
     ((proc(100, 0, 8, 4), proc(101, 1, 8, 4)), set()),
     ((proc(100, 4, 8, 4), proc(101, 5, 8, 4)), set()),
-    # processes disagree on WORLD_SIZE
-    ((proc(100, 0, 4, 4), proc(101, 1, 2, 2)), set()),
+    # processes that disagree on WORLD_SIZE (and share no rendezvous) are two jobs, each
+    # short of its own ranks: rank 0 of 4 misses 1-3, rank 1 of 2 misses 0
+    ((proc(100, 0, 4, 4), proc(101, 1, 2, 2)), {0, 1, 2, 3}),
     # some process lacks WORLD_SIZE
     ((proc(100, 0, 4, 4), proc(101, 1, None, None)), set()),
     # no rank information at all

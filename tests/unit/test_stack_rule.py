@@ -85,11 +85,14 @@ def test_steps_that_advanced_after_the_first_round_rule_out_a_hang():
 
 
 def test_the_report_is_memoised_on_the_rounds():
+    memo = hangs.HangMemo()
     r = round_at(90.0, *(waiting(x) for x in range(2)))
-    first = hangs.stack_report(snap(r, now=100.0))
-    assert hangs.stack_report(snap(r, now=101.0)) is first
-    other = hangs.stack_report(snap(round_at(90.0, *(waiting(x) for x in range(2)))))
+    first = memo.report(snap(r, now=100.0))
+    assert memo.report(snap(r, now=101.0)) is first
+    other = memo.report(snap(round_at(90.0, *(waiting(x) for x in range(2)))))
     assert other is not first
+    # another watcher (another job) has its own memo: it classifies its rounds itself
+    assert hangs.HangMemo().report(snap(r, now=101.0)) is not first
 
 
 def test_a_failed_round_is_a_note_not_a_symptom():

@@ -15,6 +15,8 @@ from rltui.model import OK, SourceState
 from rltui.ui.messages import View
 from rltui.ui.widgets.cells import age
 
+NO_JOB = "no-job-found"  # rltui.diagnosis.ranks.nothing_found
+
 
 def source_label(state: SourceState, now: float, interval: float | None,
                  stale_after: float) -> tuple[str, str]:
@@ -48,9 +50,13 @@ class HeaderBar(Static):
         verdict = view.diagnosis.verdict
         n = len(view.diagnosis.symptoms)
         colour = {"critical": pal.bad, "warning": pal.warn}.get(verdict, pal.ok)
-        out.append(f" {verdict.upper()}", style=f"bold {colour}")
-        if n:
-            out.append(f" ({n})", style=colour)
+        if any(s.id == NO_JOB for s in view.diagnosis.symptoms):
+            # nothing watched is not healthy, nor a warning about a job: say what it is
+            out.append(" no training job found", style=f"bold {pal.warn}")
+        else:
+            out.append(f" {verdict.upper()}", style=f"bold {colour}")
+            if n:
+                out.append(f" ({n})", style=colour)
         if view.cluster is not None:
             out.append(self._node_counts(view))
         else:
@@ -58,6 +64,8 @@ class HeaderBar(Static):
             out.append(snap.host or "?", style="bold")
         out.append("  ")
         out.append(self._mode(view))
+        if view.cluster is None:
+            out.append(self._jobs(view))  # last: cut first on a narrow terminal
         out.append("\n")
         th = view.thresholds
         first = True
@@ -74,6 +82,33 @@ class HeaderBar(Static):
         if snap.job:
             out.append("   job ", style=pal.dim)
             out.append(snap.job)
+        return out
+
+    @staticmethod
+    def _jobs(view: View) -> Text:
+        """``  2 jobs: ppo-7 (8) CRITICAL, eval-9 (4) ok`` (worst first), or the job shown
+        alone: ``  job eval-9 (1 of 2, j: all)``."""
+        pal, out = view.palette, Text()
+        jobs = [v for v in view.jobs if v.job is not None]
+        if len(jobs) < 2:
+            return out
+        if view.focus is not None:
+            out.append("  job ", style=pal.dim)
+            out.append(view.snapshot.jobs[0].id if view.snapshot.jobs else view.focus,
+                       style="bold")
+            out.append(f" (1 of {len(jobs)}, j: all)", style=pal.dim)
+            return out
+        out.append(f"  {len(jobs)} jobs: ", style=pal.dim)
+        for i, v in enumerate(jobs):
+            assert v.job is not None
+            if i:
+                out.append(", ", style=pal.dim)
+            out.append(v.job.id, style="bold")
+            out.append(f" ({len(v.job.ranks)}) ")
+            verdict = v.diagnosis.verdict
+            colour = {"critical": pal.bad, "warning": pal.warn}.get(verdict, pal.ok)
+            out.append(verdict.upper() if verdict != "healthy" else "ok",
+                       style=f"bold {colour}")
         return out
 
     @staticmethod

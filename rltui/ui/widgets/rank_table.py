@@ -116,9 +116,16 @@ class RankPane(TablePane):
         unknown = [r for r in view.cluster.ranks if r.state == RANK_UNKNOWN] \
             if view.cluster is not None else []
         # Departed rows sit among the live ones by rank: the gap in the ranks is the news.
-        ordered = sorted([(_order(p), _live_key(p), p) for p in live]
-                         + [(_order(d), _departed_key(d), d) for d in departed]
-                         + [(_order(r), f"u{r.host}:{r.pid}", r) for r in unknown],
+        # Several jobs: each job's rows together, worst job first (their ranks repeat).
+        job_at = {m: i for i, v in enumerate(view.jobs) if v.job is not None
+                  for m in v.job.members} if len(view.jobs) > 1 else {}
+
+        def order(item, host: str) -> tuple:
+            return (job_at.get((host, item.pid), len(job_at)),) + _order(item)
+
+        ordered = sorted([(order(p, p.host), _live_key(p), p) for p in live]
+                         + [(order(d, _host(d)), _departed_key(d), d) for d in departed]
+                         + [(order(r, r.host), f"u{r.host}:{r.pid}", r) for r in unknown],
                          key=lambda t: t[0])
         rows: list[Row] = [(key, item) for _, key, item in ordered]
         keep = {(p.host, p.pid) for p in live} | {(_host(d), d.pid) for d in departed}
