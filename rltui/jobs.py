@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from rltui.model import (DepartedRank, Job, LogFileState, NodeSnapshot, ProcInfo, StackPoll)
+from rltui.model import DepartedRank, Job, LogFileState, NodeSnapshot, ProcInfo, StackPoll
 
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0", "", "ip6-localhost"})
 _NAME = re.compile(r"[^A-Za-z0-9_.]+")
@@ -249,7 +249,7 @@ def _job(members: list[Member], by_member: dict[Member, ProcInfo], names: JobNam
         launcher_pid=launcher.pid if launcher else None,
         launcher_cmdline=launcher.cmdline if launcher else (),
         launcher=launcher.launcher if launcher else "",
-        tie=", ".join(tokens[:3]) if tokens else "process tree",
+        tie=", ".join(tokens[:3]) if tokens else "process tree", keys=tuple(tokens),
         hosts=tuple(sorted({h for h, _ in members if h})))
 
 
@@ -298,111 +298,135 @@ def missing_from_world(procs: Sequence[ProcInfo], now: float,
             for r in range(world) if r not in present and r not in known]
 
 
-# -- one job's view of the snapshot ----------------------------------------------------------------
+# -- each job's view of the snapshot ---------------------------------------------------------------
 
 @dataclass
 class Lens:
-    """Restricts snapshots to one job each, keeping what it cut (the rounds of dumps) so that
-    a job's stack rounds stay the same objects from one evaluation to the next (the hang
-    report is memoised on them)."""
+    """Splits snapshots by job, keeping what it cut (the rounds of dumps) so that a job's stack
+    rounds stay the same objects from one evaluation to the next (the hang report is memoised
+    on them) while the jobs and the rounds do not change."""
 
-    _rounds: dict[tuple, tuple[StackPoll, StackPoll]] = field(default_factory=dict)
+    _rounds: dict[int, tuple[StackPoll, tuple, list[StackPoll | None]]] = \
+        field(default_factory=dict)
 
-    def rounds(self, polls: Sequence[StackPoll], keep) -> tuple[StackPoll, ...]:
-        out = []
-        live = set()
-        for poll in polls:
-            key = (id(poll), keep.key)
-            live.add(key)
-            hit = self._rounds.get(key)
-            if hit is None or hit[0] is not poll:
-                dumps = tuple(d for d in poll.dumps if keep.dump(d))
-                hit = (poll, replace(poll, dumps=dumps) if len(dumps) != len(poll.dumps)
-                       else poll)
-                self._rounds[key] = hit
-            if hit[1].dumps:
-                out.append(hit[1])
-        if len(self._rounds) > 64 * max(1, len(live)):
-            for key in [k for k in self._rounds if k not in live]:
+    def split(self, poll: StackPoll, jobs: tuple, index: dict[int, int],
+              n: int) -> list[StackPoll | None]:
+        """The round cut per job (``n`` jobs, then the unclaimed dumps last); None where a job
+        has no dump in it."""
+        hit = self._rounds.get(id(poll))
+        if hit is not None and hit[0] is poll and hit[1] is jobs:
+            return hit[2]
+        parts: list[list] = [[] for _ in range(n + 1)]
+        for d in poll.dumps:
+            parts[index.get(d.pid, n)].append(d)
+        out: list[StackPoll | None] = []
+        for dumps in parts:
+            if not dumps:
+                out.append(None)
+            elif len(dumps) == len(poll.dumps):
+                out.append(poll)
+            else:
+                out.append(replace(poll, dumps=tuple(dumps)))
+        self._rounds[id(poll)] = (poll, jobs, out)
+        if len(self._rounds) > 32:  # rounds long gone (the snapshot keeps the last few)
+            for key in list(self._rounds)[:len(self._rounds) - 16]:
                 del self._rounds[key]
-        return tuple(out)
+        return out
 
 
-@dataclass(frozen=True)
-class _Keep:
-    key: object
-    members: frozenset
-    pids: frozenset
-    sole: bool  # the only job: what names no process is its too
+def partition(snap: NodeSnapshot, lens: Lens | None = None
+              ) -> list[tuple[Job | None, NodeSnapshot]]:
+    """The snapshot as each job alone sees it (its processes, departed ranks and the ranks
+    missing from its WORLD_SIZE, its logs, dumps and GPUs), then what no job claims (logs
+    naming no writer, dumps of pids not running here: saved files) when there is any, with job
+    None. Without jobs: the whole snapshot, job None. One pass over the snapshot, whatever the
+    number of jobs.
 
-    def dump(self, d) -> bool:
-        return d.pid in self.pids
-
-    def log(self, log: LogFileState, paths: frozenset) -> bool:
+    Logs that name no writer and GPUs that name no process are the job's when it is the only
+    job."""
+    jobs = snap.jobs
+    if not jobs:
+        return [(None, snap)]
+    lens = lens or Lens()
+    n, sole = len(jobs), len(jobs) == 1
+    at = {m: i for i, job in enumerate(jobs) for m in job.members}
+    by_pid = {pid: i for (_, pid), i in at.items()}
+    procs: list[list[ProcInfo]] = [[] for _ in range(n)]
+    for p in snap.procs:
+        i = at.get((p.host, p.pid))
+        if i is not None:
+            procs[i].append(p)
+    departed: list[list[DepartedRank]] = [[] for _ in range(n)]
+    for d in snap.departed:
+        i = at.get((d.info.host if d.info else "", d.pid)) if d.pid else None
+        if i is not None:
+            departed[i].append(d)
+    by_path = {x: i for i in range(n) for p in procs[i] for x in (p.stdout_path, p.stderr_path)
+               if x}
+    ties_at = {t: i for i, job in enumerate(jobs) for t in job.keys}
+    logs: list[list[LogFileState]] = [[] for _ in range(n + 1)]
+    for log in snap.logs:
         if log.pid is not None:
-            return (log.host, log.pid) in self.members
-        return self.sole or log.path in paths
+            i = at.get((log.host, log.pid), n)
+        elif log.tie and log.tie in ties_at:
+            i = ties_at[log.tie]
+        else:
+            i = 0 if sole else by_path.get(log.path, n)
+        logs[i].append(log)
+    gpus = _gpus_by_job(snap, procs, by_pid, sole)
+    rounds: list[list[StackPoll]] = [[] for _ in range(n + 1)]
+    for poll in snap.stacks:
+        for i, part in enumerate(lens.split(poll, jobs, by_pid, n)):
+            if part is not None:
+                rounds[i].append(part)
+    out: list[tuple[Job | None, NodeSnapshot]] = []
+    for i, job in enumerate(jobs):
+        gone = departed[i] + missing_from_world(procs[i], snap.timestamp,
+                                                {d.rank for d in departed[i]})
+        out.append((job, replace(snap, procs=tuple(procs[i]), departed=tuple(gone),
+                                 logs=tuple(logs[i]), gpus=gpus[i], stacks=tuple(rounds[i]),
+                                 jobs=(job,))))
+    if rounds[n] or any(log.lines_seen for log in logs[n]):
+        # no processes here, but not "no job found": the jobs are elsewhere in the view
+        sources = tuple(s for s in snap.sources if s.name != "procs")
+        out.append((None, replace(snap, procs=(), departed=(), logs=tuple(logs[n]), gpus=(),
+                                  stacks=tuple(rounds[n]), sources=sources, jobs=())))
+    return out
+
+
+def _gpus_by_job(snap: NodeSnapshot, procs: list[list[ProcInfo]], by_pid: dict[int, int],
+                 sole: bool) -> list[tuple]:
+    if sole:
+        return [snap.gpus]
+    used: dict[int, set[int]] = {}
+    for i, mine in enumerate(procs):
+        for p in mine:
+            if p.gpu_index is not None:
+                used.setdefault(p.gpu_index, set()).add(i)
+    out: list[list] = [[] for _ in procs]
+    for g in snap.gpus:
+        owners = set(used.get(g.index, ()))
+        owners.update(by_pid[gp.pid] for gp in g.processes if gp.pid in by_pid)
+        for i in owners:
+            out[i].append(g)
+    return [tuple(x) for x in out]
 
 
 def restrict(snap: NodeSnapshot, job: Job, lens: Lens | None = None) -> NodeSnapshot:
-    """The snapshot as this job alone sees it: its processes, departed ranks, logs, dumps and
-    GPUs. Logs that name no writer and GPUs that name no process are the job's only when it
-    is the only job."""
-    members = frozenset(job.members)
-    sole = len(snap.jobs) <= 1
-    keep = _Keep(key=(job.id, members), members=members,
-                 pids=frozenset(pid for _, pid in job.members), sole=sole)
-    procs = tuple(p for p in snap.procs if (p.host, p.pid) in members)
-    departed = [d for d in snap.departed
-                if d.pid and (d.info.host if d.info else "", d.pid) in members]
-    departed += missing_from_world(procs, snap.timestamp, {d.rank for d in departed})
-    paths = frozenset(x for p in procs for x in (p.stdout_path, p.stderr_path) if x)
-    logs = tuple(log for log in snap.logs if keep.log(log, paths))
-    gpus = snap.gpus if sole else _gpus_of(snap, procs, keep.pids)
-    stacks = (lens or Lens()).rounds(snap.stacks, keep)
-    return replace(snap, job=job.id, procs=procs, departed=tuple(departed), logs=logs,
-                   gpus=gpus, stacks=stacks, jobs=(job,))
-
-
-def _gpus_of(snap: NodeSnapshot, procs: Sequence[ProcInfo], pids: frozenset) -> tuple:
-    used = {p.gpu_index for p in procs if p.gpu_index is not None}
-    return tuple(g for g in snap.gpus
-                 if g.index in used or any(gp.pid in pids for gp in g.processes))
+    """One job's view (``partition``)."""
+    for found, part in partition(snap, lens):
+        if found is job:
+            return part
+    raise ValueError(f"job {job.id} is not in the snapshot")
 
 
 def unclaimed(snap: NodeSnapshot, lens: Lens | None = None) -> NodeSnapshot | None:
-    """What no job of several claims (logs that name no writer, dumps of pids not running
-    here: saved files), as a snapshot of its own; None when there is nothing, or when there
-    are no jobs at all (then the whole snapshot is that evidence)."""
+    """What no job claims (``partition``'s last part); None when there is nothing, or when
+    there are no jobs at all (then the whole snapshot is that evidence)."""
     if not snap.jobs:
         return None
-    members = frozenset(m for j in snap.jobs for m in j.members)
-    pids = frozenset(pid for _, pid in members)
-    sole = len(snap.jobs) == 1
-    paths = frozenset(x for p in snap.procs for x in (p.stdout_path, p.stderr_path) if x)
-    logs = tuple(log for log in snap.logs
-                 if (log.pid is not None and (log.host, log.pid) not in members)
-                 or (log.pid is None and not sole and log.path not in paths))
-    keep = _Keep(key=("", members), members=members, pids=pids, sole=False)
-    stacks = (lens or Lens()).rounds(snap.stacks, _Unclaimed(keep))
-    if not stacks and not any(log.lines_seen for log in logs):
-        return None
-    # no processes here, but not "no job found": the jobs are elsewhere in the view
-    sources = tuple(s for s in snap.sources if s.name != "procs")
-    return replace(snap, job="", procs=(), departed=(), logs=logs, gpus=(), stacks=stacks,
-                   sources=sources, jobs=())
-
-
-@dataclass(frozen=True)
-class _Unclaimed:
-    keep: _Keep
-
-    @property
-    def key(self) -> object:
-        return ("unclaimed", self.keep.key)
-
-    def dump(self, d) -> bool:
-        return d.pid not in self.keep.pids
+    parts = partition(snap, lens)
+    return parts[-1][1] if parts[-1][0] is None else None
 
 
 def find(jobs: Sequence[Job], wanted: str) -> Job | None:

@@ -179,6 +179,7 @@ class Job:
     launcher: str = ""  # torchrun | deepspeed | accelerate | "" (none seen)
     tie: str = ""  # what holds the processes together, for people: "MASTER 127.0.0.1:29500"
     hosts: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()  # every tie (rltui.jobs.ties) of its processes
 
     @property
     def pids(self) -> tuple[int, ...]:
@@ -378,6 +379,8 @@ class LogFileState:
     last_line_arrival: float | None = None
     line_base_known: bool = True
     host: str = ""  # across nodes: the node the file is on (its path is then host:path)
+    found: str = ""  # how rltui found it, when not as a process's stdout/stderr or --log
+    tie: str = ""  # the job it belongs to (a rltui.jobs tie), for a log no process writes now
 
 
 # -- stacks ----------------------------------------------------------------------------------------

@@ -117,14 +117,7 @@ class Monitor:
         return next((v for v in self.jobs if v.job is job), None) if job else None
 
     def _units(self, whole: NodeSnapshot) -> list[tuple[Job | None, NodeSnapshot]]:
-        if not whole.jobs:
-            return [(None, whole)]
-        units: list[tuple[Job | None, NodeSnapshot]] = [
-            (job, joblib.restrict(whole, job, self._lens)) for job in whole.jobs]
-        rest = joblib.unclaimed(whole, self._lens)
-        if rest is not None:
-            units.append((None, rest))
-        return units
+        return joblib.partition(whole, self._lens)
 
     def _watch_of(self, job: Job | None) -> _Watch:
         key = job.id if job is not None else UNCLAIMED

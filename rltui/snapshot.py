@@ -44,6 +44,8 @@ class Tracker:
     now_source: str = ""
     _stacks: deque = field(default_factory=lambda: deque(maxlen=STACK_SAMPLES))
     _job_names: JobNames = field(default_factory=JobNames)
+    _jobs_key: tuple = ()
+    _jobs: tuple = ()
 
     def apply(self, reading: Reading) -> None:
         prev = self._sources.get(reading.source)
@@ -108,7 +110,14 @@ class Tracker:
         gp = self._gpu_poll
         gone = [(pid, seen) for pid, seen in sorted(self._seen.items())
                 if seen.gone_since is not None]
-        jobs = group(self._procs, [seen.info for _, seen in gone], self._job_names)
+        # The processes change far less often than snapshots are taken: group them again only
+        # when who is running (or gone) changed.
+        key = (tuple((p.host, p.pid, p.ppid, p.rank, p.job_env) for p in self._procs),
+               tuple(pid for pid, _ in gone))
+        if key != self._jobs_key:
+            self._jobs_key = key
+            self._jobs = group(self._procs, [seen.info for _, seen in gone], self._job_names)
+        jobs = self._jobs
         job_of = {m: j for j in jobs for m in j.members}
         live_ranks = {(job_of.get((p.host, p.pid)), p.rank) for p in self._procs
                       if not p.is_zombie and p.rank is not None}
@@ -125,12 +134,15 @@ class Tracker:
                 reason="zombie" if seen.info.is_zombie else "exited",
                 info=seen.info,
             ))
+        mine: dict[object, list[ProcInfo]] = {}
+        for p in self._procs:
+            mine.setdefault(job_of.get((p.host, p.pid)), []).append(p)
+        known: dict[object, set] = {}
+        for d in departed:
+            known.setdefault(job_of.get((d.info.host, d.pid)) if d.info else None,
+                             set()).add(d.rank)
         for job in jobs:
-            members = set(job.members)
-            mine = [p for p in self._procs if (p.host, p.pid) in members]
-            known = {d.rank for d in departed
-                     if d.info is not None and (d.info.host, d.pid) in members}
-            departed.extend(missing_from_world(mine, now, known))
+            departed.extend(missing_from_world(mine.get(job, []), now, known.get(job, set())))
         return NodeSnapshot(
             timestamp=now,
             host=self.host,
