@@ -404,7 +404,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     if args.replay:
         scenario = _load_scenario(args.replay)
         monitor = Monitor(host=scenario.host, job=scenario.job, thresholds=settings.thresholds,
-                          history_len=settings.history, focus=_job(args))
+                          history_len=settings.history)
+        monitor.focus = _job(args)
         result = monitor.replay(scenario.readings)
         if result is None:
             raise UsageError(f"{args.replay}: the recording holds no readings")
@@ -424,7 +425,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             # The saved dumps are the stacks to read: no live py-spy rounds beside them.
             bundle.specs = [s for s in bundle.specs if s.source is not bundle.stacks]
         monitor = Monitor(host=bundle.host, job=bundle.job, thresholds=settings.thresholds,
-                          history_len=settings.history, focus=_job(args))
+                          history_len=settings.history)
+        monitor.focus = _job(args)
 
         def fold(reading):
             monitor.ingest(reading)
@@ -466,7 +468,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     if args.json:
         import json
         doc = report.to_json(snap, diagnosis, mode, now_source, stacks=monitor.stacks,
-                             jobs=monitor.jobs, focus=monitor.focus)
+                             jobs=monitor.jobs, focus=monitor.focus_id or monitor.focus,
+                             stacks_job=monitor.stacks_job)
         if sampling is not None:
             doc["samples"], doc["samples_apart_s"] = sampling
         oom = _oom(monitor, snap, args.job_config, args.model_config)
@@ -504,8 +507,9 @@ def _job(args: argparse.Namespace) -> str | None:
 def _say_no_job(monitor, snap) -> None:
     if monitor.focus is not None:
         here = ", ".join(v.job.id for v in monitor.jobs if v.job is not None) or "none"
-        print(f"rltui: no job {monitor.focus!r} on this node (jobs here: {here}); "
-              "`rltui jobs` lists them", file=sys.stderr)
+        why = monitor.focus_problem or f"jobs here: {here}"
+        print(f"rltui: no job {monitor.focus!r} on this node ({why}); `rltui jobs` lists "
+              "them", file=sys.stderr)
         return
     print(f"rltui: no training job found ({snap.job or 'ranks found by environment'}); "
           "choose one with --pid PID, --match REGEX, or read saved files with --log/--stacks",
@@ -533,8 +537,10 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         run_schedule(bundle.specs, args.duration, fold)
     finally:
         bundle.close()
+    monitor.focus = _job(args)
     snap, _ = monitor.evaluate(time.time())
-    views = [v for v in monitor.jobs if v.job is not None]
+    views = [v for v in monitor.jobs if v.job is not None
+             and (monitor.focus is None or v.job.id == monitor.focus_id)]
     if args.json:
         import json
         print(json.dumps({"schema": report.SCHEMA, "host": snap.host, "timestamp":
@@ -542,26 +548,15 @@ def cmd_jobs(args: argparse.Namespace) -> int:
                          indent=2))
     else:
         sys.stdout.write(report.jobs_text(views))
+    if not views and monitor.focus is not None:
+        _say_no_job(monitor, snap)
+        return EXIT_NO_JOB
     if not views:
         print("rltui: no training job found (looked for Python processes with RANK or "
               "LOCAL_RANK in their environment, launchers and ray:: workers); name one with "
               "--pid PID or --match REGEX", file=sys.stderr)
         return EXIT_NO_JOB
     return EXIT_OK
-
-
-def _suggests_hang(monitor) -> bool:
-    """The first sample points at a hang: ranks waiting (or some on CPU, which a second sample
-    tells from a busy loop), or the steps quiet past the floor."""
-    from rltui.diagnosis.stacks import HANG, UNCLEAR, WORKING
-    for view in monitor.jobs:  # any job of the node's (or the one --job chose)
-        if monitor.focus is not None and view.stacks is not monitor.stacks:
-            continue
-        rep = view.stacks
-        if rep is not None and rep.samples < 2 and rep.verdict in (HANG, WORKING, UNCLEAR):
-            return True
-    diagnosis = monitor.diagnosis
-    return diagnosis is not None and any(s.id == "steps-stalled" for s in diagnosis.symptoms)
 
 
 def _confirm(bundle, monitor, fold, thresholds) -> tuple[int, float | None]:
@@ -574,7 +569,7 @@ def _confirm(bundle, monitor, fold, thresholds) -> tuple[int, float | None]:
     from rltui.diagnosis.stacks import BUSY_LOOP
     from rltui.sources.bundle import run_schedule
     first = monitor.evaluate(time.time())[0].stacks
-    if not first or not _suggests_hang(monitor):
+    if not first or not monitor.suggests_hang():
         return 1, None
     gap = thresholds.stack_sample_gap_s
     print(f"rltui diagnose: the first sample suggests a hang; confirming with a second one in "
@@ -662,13 +657,16 @@ def cmd_oom(args: argparse.Namespace) -> int:
         and not getattr(args, "match", None)
     keep = ("logs",) if offline else ("procs", "logs")
     bundle.specs = [s for s in bundle.specs if s.source.name in keep]
-    monitor = Monitor(host=bundle.host, job=bundle.job, thresholds=settings.thresholds,
-                      focus=_job(args))
+    monitor = Monitor(host=bundle.host, job=bundle.job, thresholds=settings.thresholds)
+    monitor.focus = _job(args)
     try:
         run_schedule(bundle.specs, args.duration, monitor.ingest)
     finally:
         bundle.close()
-    snap, _ = monitor.evaluate(time.time())
+    snap, diagnosis = monitor.evaluate(time.time())
+    if monitor.focus is not None and monitor.focus_id is None:
+        _say_no_job(monitor, snap)
+        return EXIT_NO_JOB
     oom = _oom(monitor, snap, args.job_config, args.model_config)
     if oom is None:
         if snap.unmatched_logs and not snap.logs:

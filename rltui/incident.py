@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from rltui import __version__
+from rltui.diagnosis.exits import exit_of
 from rltui.diagnosis.stacks import StackReport, report_json, where
 from rltui.diagnosis.stackview import class_label, member_labels
 from rltui.model import Diagnosis, Frame, NodeSnapshot, ProcInfo, ThreadStack
@@ -102,10 +103,14 @@ def _ranks(snap: NodeSnapshot, labels: Mapping[int, str]) -> list[dict[str, Any]
             "log": log.path if log else None,
         })
     for d in snap.departed:
+        ex = exit_of(snap, d)
+        state = d.reason + (f", {ex.how}" if ex.how else "")
         rows.append({"rank": d.rank, "host": d.info.host if d.info else "",
-                     "pid": d.pid or None, "state": d.reason,
+                     "pid": d.pid or None, "state": state,
                      "gone_since": d.gone_since, "stack_class": None,
-                     "role": d.info.role if d.info else ""})
+                     "role": d.info.role if d.info else "",
+                     "exit_code": ex.code, "signal": ex.signal or None, "left_at": ex.at,
+                     "left_at_from": ex.at_from or None, "error": ex.error or None})
     return rows
 
 
@@ -140,6 +145,10 @@ def build(inputs: ReportInputs) -> dict[str, Any]:
         "snapshot_time": snap.timestamp,
         "verdict": diag.verdict,
         "symptoms": [_scrubbed(s) for s in diag.symptoms],
+        "incidents": [{"root_cause": i.root_cause, "symptoms": list(i.symptoms), "job": i.job,
+                       "title": scrub_text(i.title), "explanation": scrub_text(i.explanation),
+                       "severity": i.severity, "ranks": list(i.ranks), "since": i.since}
+                      for i in diag.incidents],
         "stacks": report_json(stacks) if stacks is not None else None,
         "class_stacks": _class_stacks(stacks) if stacks is not None else [],
         "ranks": _ranks(snap, labels),
@@ -218,6 +227,14 @@ def to_markdown(doc: Mapping[str, Any]) -> str:
            f"- when: {_when(doc['snapshot_time'])} ({doc['mode']})",
            f"- verdict: **{doc['verdict'].upper()}**",
            f"- tool: {doc['tool']}", ""]
+    grouped = [i for i in doc.get("incidents", ()) if len(i["symptoms"]) > 1]
+    if grouped:
+        out += ["## What happened", ""]
+        for i in grouped:
+            out += [f"- **{_cell(i['title'])}** (`{i['root_cause']}` -> "
+                    + ", ".join(f"`{x}`" for x in i["symptoms"][1:]) + ")",
+                    f"  {_cell(i['explanation'])}"]
+        out.append("")
     out += ["## Symptoms", ""]
     if not doc["symptoms"]:
         out += ["No symptoms found.", ""]

@@ -35,23 +35,45 @@ MAX_WORLD = 4096  # a WORLD_SIZE above this is not believed (no missing ranks ar
 Member = tuple[str, int]  # (host, pid): pids repeat across nodes
 
 
-def ties(p: ProcInfo) -> list[str]:
-    """The rendezvous tokens of a process (rule 1); empty when it has none."""
-    out = []
+def _clean(value: str) -> str:
+    """An environment value as it may be shown: printable, one line, bounded."""
+    return "".join(c for c in value.strip() if c.isprintable())[:128]
+
+
+def master(p: ProcInfo) -> str | None:
+    """The rendezvous a rank joins (``MASTER host:port``); a loopback address is one per node,
+    and all its spellings are one. A launcher's own environment is its shell's, not its job's."""
+    if p.launcher:
+        return None
     addr, port = p.env("MASTER_ADDR"), p.env("MASTER_PORT")
-    if addr is not None and port:
-        # a loopback rendezvous is one per node: on another node it is another job
-        where = f"{p.host}/" if p.host and addr.strip().lower() in LOOPBACK else ""
-        out.append(f"MASTER {where}{addr}:{port}")
+    if addr is None or not port or not port.strip():
+        return None
+    addr = _clean(addr)
+    if addr.lower() in LOOPBACK:
+        addr = f"{_clean(p.host)}/loopback" if p.host else "127.0.0.1"
+    return f"MASTER {addr}:{_clean(port)}"
+
+
+def ties(p: ProcInfo) -> list[str]:
+    """The tokens that tie a process to its job (rule 1), strongest first: its rendezvous, its
+    torchrun run id, its Slurm step, its Ray job (of its Ray cluster); empty when it has none."""
+    if p.launcher:
+        return []
+    out = []
+    found = master(p)
+    if found:
+        out.append(found)
     run = p.env("TORCHELASTIC_RUN_ID")
-    if run and run.lower() != "none":
-        out.append(f"run {run}")
+    if run and run.strip().lower() != "none":
+        out.append(f"run {_clean(run)}")
     slurm_job, slurm_step = p.env("SLURM_JOB_ID"), p.env("SLURM_STEP_ID")
     if slurm_job and slurm_step:
-        out.append(f"slurm {slurm_job}.{slurm_step}")
+        out.append(f"slurm {_clean(slurm_job)}.{_clean(slurm_step)}")
     ray = p.env("RAY_JOB_ID")
     if ray:
-        out.append(f"ray {ray}")
+        # Ray numbers jobs per cluster (01000000 in every fresh one): the cluster is its raylet
+        raylet = p.env("RAY_RAYLET_PID") or "?"
+        out.append(f"ray {_clean(p.host)}/{_clean(raylet)}/{_clean(ray)}")
     return out
 
 
@@ -118,12 +140,7 @@ def group(procs: Iterable[ProcInfo], departed: Iterable[ProcInfo] = (),
     if not by_member:
         return ()
     uf = _Union()
-    tied: set[Member] = set()
-    for m, p in by_member.items():
-        uf.find(m)
-        for token in ties(p):
-            uf.union(token, m)
-            tied.add(m)
+    tied = _tie_by_tokens(by_member, uf)
     untied = [m for m in by_member if m not in tied]
     if untied:
         _tie_by_tree(by_member, untied, tied, uf, gone)
@@ -139,6 +156,39 @@ def group(procs: Iterable[ProcInfo], departed: Iterable[ProcInfo] = (),
         jobs.append(job)
     jobs.sort(key=lambda j: (names.order(j.id), j.id))
     return tuple(jobs)
+
+
+def _tie_by_tokens(by_member: dict[Member, ProcInfo], uf: _Union) -> set[Member]:
+    """Rule 1. The rendezvous ties first; a weaker token (run id, Slurm step, Ray job) then
+    joins what has no rendezvous of its own to the one rendezvous it shares, but never two
+    rendezvous: two torchrun jobs started in one Slurm step, or with one --rdzv-id, stay two."""
+    tokens = {m: ties(p) for m, p in by_member.items()}
+    for m, found in tokens.items():
+        uf.find(m)
+        if found and found[0].startswith("MASTER "):
+            uf.union(("master", found[0]), m)
+    # union(a, b) keeps a's root: joining master-less roots into a master root keeps this set
+    # true through the loop below
+    master_roots = {uf.find(k) for k in list(uf.parent) if isinstance(k, tuple) and k
+                    and k[0] == "master"}
+    for level in ("run ", "slurm ", "ray "):
+        holders: dict[str, list[Member]] = {}
+        for m, found in tokens.items():
+            for t in found:
+                if t.startswith(level):
+                    holders.setdefault(t, []).append(m)
+        for group_members in holders.values():
+            roots = {uf.find(m) for m in group_members}
+            with_master = roots & master_roots
+            without = [r for r in roots if r not in with_master]
+            target = next(iter(with_master)) if len(with_master) == 1 else None
+            if target is None and without:
+                target = without[0]
+            if target is None:
+                continue
+            for r in without:
+                uf.union(target, r)
+    return {m for m, found in tokens.items() if found}
 
 
 def _tie_by_tree(by_member: dict[Member, ProcInfo], untied: list[Member], tied: set[Member],
@@ -162,6 +212,7 @@ def _tie_by_tree(by_member: dict[Member, ProcInfo], untied: list[Member], tied: 
     pending = list(untied)
     for _ in range(4):
         left = []
+        beside_at: dict[Member, set] = {}  # parent -> the jobs of its tied children, this pass
         for m in pending:
             p = by_member[m]
             parent = (m[0], p.ppid) if p.ppid is not None else None
@@ -174,8 +225,14 @@ def _tie_by_tree(by_member: dict[Member, ProcInfo], untied: list[Member], tied: 
                 uf.union(next(iter(below)), m)
                 tied.add(m)
                 continue
-            beside = {uf.find(s) for s in siblings.get(parent, ()) if s != m and joined(s)} \
-                if parent is not None else set()
+            # a launcher is the root of its own job, never its siblings' (a sweep shell
+            # starts several)
+            beside = set()
+            if parent is not None and not p.launcher:
+                if parent not in beside_at:
+                    beside_at[parent] = {uf.find(x) for x in siblings.get(parent, ())
+                                         if joined(x)}
+                beside = beside_at[parent]
             if len(beside) == 1 and len(below) == 0:
                 uf.union(next(iter(beside)), m)
                 tied.add(m)
@@ -188,25 +245,21 @@ def _tie_by_tree(by_member: dict[Member, ProcInfo], untied: list[Member], tied: 
     # fit one world (same program and WORLD_SIZE, distinct ranks) are one job; a rank number
     # seen twice among live processes starts another (a departed one beside a live one of its
     # rank is the rank restarted).
-    alike: dict[tuple, list[list[Member]]] = {}
+    # The parent is part of the key: two runs of one script from two shells are two jobs.
+    alike: dict[tuple, list[_Bucket]] = {}
     for m in sorted(pending, key=lambda m: (m in gone, m[1])):
         p = by_member[m]
         if p.rank is None:
             continue
-        buckets = alike.setdefault((m[0], p.cmdline[1:2], p.role), [])
+        buckets = alike.setdefault((m[0], p.ppid, p.cmdline[1:2], p.role), [])
         for bucket in buckets:
-            others = [by_member[o] for o in bucket]
-            if any(None not in (o.world_size, p.world_size) and o.world_size != p.world_size
-                   for o in others):
-                continue
-            if m in gone or all(o.rank != p.rank for o in others):
-                uf.union(bucket[0], m)
-                tied.add(bucket[0])
+            if bucket.takes(p, m in gone):
+                uf.union(bucket.first, m)
+                tied.add(bucket.first)
                 tied.add(m)
-                bucket.append(m)
                 break
         else:
-            buckets.append([m])
+            buckets.append(_Bucket(m, p))
     # Rule 3: what is left starts jobs of its own; untied processes under or beside it join.
     for m in sorted(pending, key=lambda m: m[1]):
         if m in tied:
@@ -217,13 +270,32 @@ def _tie_by_tree(by_member: dict[Member, ProcInfo], untied: list[Member], tied: 
             here = stack.pop()
             p = by_member[here]
             near = list(children.get(here, ()))
-            if p.ppid is not None and p.ppid > 1 and (here[0], p.ppid) not in by_member:
+            if p.ppid is not None and p.ppid > 1 and (here[0], p.ppid) not in by_member \
+                    and not p.launcher:
                 near += siblings.get((here[0], p.ppid), ())
             for other in near:
-                if other not in tied:
+                if other not in tied and not by_member[other].launcher:
                     uf.union(m, other)
                     tied.add(other)
                     stack.append(other)
+
+
+class _Bucket:
+    """Untied ranks of one program taken as one job: distinct ranks, one WORLD_SIZE."""
+
+    __slots__ = ("first", "ranks", "world")
+
+    def __init__(self, m: Member, p: ProcInfo) -> None:
+        self.first, self.ranks, self.world = m, {p.rank}, p.world_size
+
+    def takes(self, p: ProcInfo, gone: bool) -> bool:
+        if None not in (self.world, p.world_size) and self.world != p.world_size:
+            return False
+        if not gone and p.rank in self.ranks:
+            return False
+        self.ranks.add(p.rank)
+        self.world = self.world if self.world is not None else p.world_size
+        return True
 
 
 def _job(members: list[Member], by_member: dict[Member, ProcInfo], names: JobNames,
@@ -239,7 +311,9 @@ def _job(members: list[Member], by_member: dict[Member, ProcInfo], names: JobNam
     name = _NAME.sub("-", _name_of(source, launcher)).strip("-")[:24] or "job"
     anchor = launcher.pid if launcher is not None else min(p.pid for p in procs)
     tokens = sorted({t for p in procs for t in ties(p)})
-    keys = tokens + [f"pid {h}:{pid}" for h, pid in sorted(members)]
+    # a pid the kernel hands out again is another process: its start time is in the key
+    keys = tokens + [f"pid {h}:{pid}:{by_member[(h, pid)].create_time}"
+                     for h, pid in sorted(members)]
     job_id = names.name(keys, f"{name}-{anchor}", taken)
     worlds = [p.world_size for p in procs if p.world_size is not None]
     return Job(
@@ -334,7 +408,7 @@ class Lens:
         return out
 
 
-def partition(snap: NodeSnapshot, lens: Lens | None = None
+def partition(snap: NodeSnapshot, lens: Lens | None = None, adopt: str | None = None
               ) -> list[tuple[Job | None, NodeSnapshot]]:
     """The snapshot as each job alone sees it (its processes, departed ranks and the ranks
     missing from its WORLD_SIZE, its logs, dumps and GPUs), then what no job claims (logs
@@ -364,6 +438,8 @@ def partition(snap: NodeSnapshot, lens: Lens | None = None
     by_path = {x: i for i in range(n) for p in procs[i] for x in (p.stdout_path, p.stderr_path)
                if x}
     ties_at = {t: i for i, job in enumerate(jobs) for t in job.keys}
+    # adopt: the job the user chose (--job) takes the logs that name no writer (given for it)
+    nobody = next((i for i, job in enumerate(jobs) if job.id == adopt), n)
     logs: list[list[LogFileState]] = [[] for _ in range(n + 1)]
     for log in snap.logs:
         if log.pid is not None:
@@ -371,7 +447,7 @@ def partition(snap: NodeSnapshot, lens: Lens | None = None
         elif log.tie and log.tie in ties_at:
             i = ties_at[log.tie]
         else:
-            i = 0 if sole else by_path.get(log.path, n)
+            i = 0 if sole else by_path.get(log.path, nobody)
         logs[i].append(log)
     gpus = _gpus_by_job(snap, procs, by_pid, sole)
     rounds: list[list[StackPoll]] = [[] for _ in range(n + 1)]
@@ -386,28 +462,32 @@ def partition(snap: NodeSnapshot, lens: Lens | None = None
         out.append((job, replace(snap, procs=tuple(procs[i]), departed=tuple(gone),
                                  logs=tuple(logs[i]), gpus=gpus[i], stacks=tuple(rounds[i]),
                                  jobs=(job,))))
-    if rounds[n] or any(log.lines_seen for log in logs[n]):
+    if rounds[n] or any(log.lines_seen for log in logs[n]) or gpus[n]:
         # no processes here, but not "no job found": the jobs are elsewhere in the view
         sources = tuple(s for s in snap.sources if s.name != "procs")
-        out.append((None, replace(snap, procs=(), departed=(), logs=tuple(logs[n]), gpus=(),
-                                  stacks=tuple(rounds[n]), sources=sources, jobs=())))
+        out.append((None, replace(snap, procs=(), departed=(), logs=tuple(logs[n]),
+                                  gpus=gpus[n], stacks=tuple(rounds[n]), sources=sources,
+                                  jobs=())))
     return out
 
 
 def _gpus_by_job(snap: NodeSnapshot, procs: list[list[ProcInfo]], by_pid: dict[int, int],
                  sole: bool) -> list[tuple]:
+    """Each job's GPUs, then (last) those no job's process names: a GPU whose user cannot be
+    told (UUIDs in CUDA_VISIBLE_DEVICES, no NVML process list in a container) is judged with the
+    other unclaimed ones, not dropped."""
     if sole:
-        return [snap.gpus]
+        return [snap.gpus, ()]
     used: dict[int, set[int]] = {}
     for i, mine in enumerate(procs):
         for p in mine:
             if p.gpu_index is not None:
                 used.setdefault(p.gpu_index, set()).add(i)
-    out: list[list] = [[] for _ in procs]
+    out: list[list] = [[] for _ in range(len(procs) + 1)]
     for g in snap.gpus:
         owners = set(used.get(g.index, ()))
         owners.update(by_pid[gp.pid] for gp in g.processes if gp.pid in by_pid)
-        for i in owners:
+        for i in owners or (len(procs),):
             out[i].append(g)
     return [tuple(x) for x in out]
 
@@ -430,17 +510,24 @@ def unclaimed(snap: NodeSnapshot, lens: Lens | None = None) -> NodeSnapshot | No
 
 
 def find(jobs: Sequence[Job], wanted: str) -> Job | None:
+    """The job ``--job`` names (``resolve``), or None."""
+    return resolve(jobs, wanted)[0]
+
+
+def resolve(jobs: Sequence[Job], wanted: str) -> tuple[Job | None, str]:
     """The job ``--job`` names: its id, its name when only one job has it, or the pid of its
-    launcher or of any of its processes."""
+    launcher or of any of its processes; else (None, why)."""
     for job in jobs:
         if job.id == wanted:
-            return job
+            return job, ""
     named = [j for j in jobs if j.name == wanted]
     if len(named) == 1:
-        return named[0]
-    if wanted.isdigit():
+        return named[0], ""
+    if len(named) > 1:
+        return None, f"{len(named)} jobs run {wanted!r}: {', '.join(j.id for j in named)}"
+    if wanted.isascii() and wanted.isdigit() and len(wanted) < 12:
         pid = int(wanted)
         for job in jobs:
             if job.launcher_pid == pid or pid in job.pids:
-                return job
-    return None
+                return job, ""
+    return None, ""

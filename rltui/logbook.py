@@ -42,6 +42,8 @@ class _File:
     events: deque[LogEvent] = field(default_factory=lambda: deque(maxlen=MAX_EVENTS))
     last_line_arrival: float | None = None
     line_base_known: bool = True
+    found: str = ""
+    tie: str = ""
 
     def state(self) -> LogFileState:
         last = self.last_step
@@ -54,7 +56,7 @@ class _File:
             last_step_arrival=last.arrival if last else None,
             total_steps=self.total_steps, recent_steps=tuple(self.recent),
             events=tuple(self.events), last_line_arrival=self.last_line_arrival,
-            line_base_known=self.line_base_known)
+            line_base_known=self.line_base_known, found=self.found, tie=self.tie)
 
 
 class LogBook:
@@ -79,6 +81,10 @@ class LogBook:
             f.rank = u.rank
         if u.pid is not None:
             f.pid = u.pid
+        if u.found:
+            f.found = u.found
+        if u.tie:
+            f.tie = u.tie
         if u.format != "unknown":
             f.format = u.format
         if u.line_shift:

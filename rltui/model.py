@@ -247,11 +247,28 @@ class Symptom:
 
 
 @dataclass(frozen=True, slots=True)
+class Incident:
+    """Symptoms with one cause (rltui.diagnosis.incidents): the root cause first, what it led
+    to after it. ``title`` says what happened ("rank 3 crashed (RuntimeError at
+    trainer.py:130); ranks 0-2 wait for it in all_reduce")."""
+
+    root_cause: str  # a symptom id
+    symptoms: tuple[str, ...]  # ids, the root cause first
+    title: str
+    explanation: str
+    severity: str
+    job: str = ""
+    ranks: tuple[int, ...] = ()  # the root cause's ranks
+    since: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Diagnosis:
     timestamp: float
     verdict: str  # healthy | warning | critical
     symptoms: tuple[Symptom, ...] = ()  # most severe first
     notes: tuple[str, ...] = field(default=())  # what could not be checked, and why
+    incidents: tuple[Incident, ...] = ()  # the symptoms grouped by cause, worst first
 
 
 # -- logs ------------------------------------------------------------------------------------------
@@ -348,6 +365,8 @@ class LogUpdate:
     # already handed out for this file.
     line_base_known: bool = True
     line_shift: int = 0
+    found: str = ""  # how it was found, when not as a process's stdout/stderr or --log
+    tie: str = ""  # the job it belongs to (a rltui.jobs tie), for a log no process writes now
 
 
 @dataclass(frozen=True, slots=True)

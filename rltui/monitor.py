@@ -54,15 +54,18 @@ class Monitor:
     job: str = ""
     thresholds: Thresholds = field(default_factory=Thresholds)
     history_len: int = DEFAULT_HISTORY
-    focus: str | None = None  # a job id: the outputs are that job's alone
-
     def __post_init__(self) -> None:
+        # --job or the picker: the outputs are that job's alone (``focus``)
+        self._focus: str | None = None
+        self.focus_id: str | None = None
+        self._focus_problem = ""
         self.tracker = Tracker(host=self.host, job=self.job)
         self.history = History(maxlen=self.history_len)
         self.snapshot: NodeSnapshot | None = None
         self.diagnosis: Diagnosis | None = None
         self.stacks: StackReport | None = None  # the hang report of the latest stack rounds
         self.jobs: tuple[JobView, ...] = ()  # worst first
+        self.stacks_job: str | None = None  # whose hang report ``stacks`` is ("" unclaimed)
         self._watches: dict[str, _Watch] = {}
         self._lens = joblib.Lens()
         self._now: list[tuple[Job | None, NodeSnapshot, _Watch]] = []
@@ -76,7 +79,12 @@ class Monitor:
         snap = self.tracker.snapshot(now)
         self.history.append(snap)
         self.snapshot = snap
-        self._now = [(job, part, self._watch_of(job)) for job, part in self._units(snap)]
+        if self._focus is not None and self.focus_id is None:
+            job, self._focus_problem = joblib.resolve(snap.jobs, self._focus)
+            self.focus_id = job.id if job is not None else None
+        # the logs the user gave that name no writer are the chosen job's
+        parts = joblib.partition(snap, self._lens, adopt=self.focus_id)
+        self._now = [(job, part, self._watch_of(job)) for job, part in parts]
         keys = {(job.id if job is not None else UNCLAIMED) for job, _, _ in self._now}
         for key in [k for k in self._watches if k not in keys]:
             del self._watches[key]
@@ -92,32 +100,63 @@ class Monitor:
                                   order.get(v.key, 0)))
         self.jobs = tuple(views)
         if self.focus is not None:
-            chosen = self.view(self.focus)
+            chosen = self._focused()
             if chosen is not None:
                 self.snapshot, self.diagnosis, self.stacks = (
                     chosen.snapshot, chosen.diagnosis, chosen.stacks)
+                self.stacks_job = chosen.key
             else:  # the job asked for is not (or no longer) here: say so, show nothing else
                 self.snapshot = replace(whole, procs=(), departed=(), logs=(), stacks=(),
                                         gpus=(), jobs=())
+                why = self._focus_problem or f"jobs here: {_ids(whole.jobs)}"
                 self.diagnosis = Diagnosis(
                     timestamp=whole.timestamp, verdict="warning",
-                    symptoms=(ranks.nothing_found(f"--job {self.focus} (jobs here: "
-                                                  f"{_ids(whole.jobs)})"),),
+                    symptoms=(ranks.nothing_found(f"--job {self.focus} ({why})"),),
                     notes=tuple(notes_of(whole)))
                 self.stacks = None
         else:
             self.diagnosis = _combined(whole, views)
-            self.stacks = next((v.stacks for v in views if v.stacks is not None), None)
+            worst = next((v for v in views if v.stacks is not None), None)
+            self.stacks = worst.stacks if worst is not None else None
+            self.stacks_job = worst.key if worst is not None else None
         return self.snapshot, self.diagnosis
+
+    @property
+    def focus(self) -> str | None:
+        return self._focus
+
+    @focus.setter
+    def focus(self, wanted: str | None) -> None:
+        """What ``--job`` (or the picker) named; resolved to one job id at its first sight and
+        held to that id (a second job with the same name later does not move it)."""
+        self._focus, self.focus_id, self._focus_problem = wanted, None, ""
+
+    def suggests_hang(self) -> bool:
+        """The latest evaluation points at a hang that one more stack round would confirm or
+        clear: a job's single sample shows ranks waiting (or on CPU, which a second sample
+        tells from a busy loop), or its steps stalled past the floor."""
+        from rltui.diagnosis.stacks import HANG, UNCLEAR, WORKING
+        views = [v for v in self.jobs if self.focus_id is None or v.key == self.focus_id]
+        for view in views:
+            rep = view.stacks
+            if rep is not None and rep.samples < 2 and rep.verdict in (HANG, WORKING, UNCLEAR):
+                return True
+        return any(s.id == "steps-stalled" for v in views for s in v.diagnosis.symptoms)
+
+    @property
+    def focus_problem(self) -> str:
+        """Why ``focus`` names no job, when it is more than "not here" (a name two jobs run)."""
+        return self._focus_problem
+
+    def _focused(self) -> JobView | None:
+        return next((v for v in self.jobs if v.job is not None and v.job.id == self.focus_id),
+                    None) if self.focus_id is not None else None
 
     def view(self, wanted: str) -> JobView | None:
         """The latest view of one job, by id, name or pid (rltui.jobs.find); None when no
         such job is watched now."""
         job = joblib.find([v.job for v in self.jobs if v.job is not None], wanted)
         return next((v for v in self.jobs if v.job is job), None) if job else None
-
-    def _units(self, whole: NodeSnapshot) -> list[tuple[Job | None, NodeSnapshot]]:
-        return joblib.partition(whole, self._lens)
 
     def _watch_of(self, job: Job | None) -> _Watch:
         key = job.id if job is not None else UNCLAIMED
@@ -131,7 +170,8 @@ class Monitor:
         found = diagnose(snap, history, self.thresholds, memo=watch.memo)
         if job is not None:
             found = replace(found, symptoms=tuple(replace(s, job=job.id)
-                                                  for s in found.symptoms))
+                                                  for s in found.symptoms),
+                            incidents=tuple(replace(i, job=job.id) for i in found.incidents))
         return JobView(job, snap, found, watch.memo.report(snap, history, self.thresholds))
 
     def replay(self, readings: Iterable[Reading]) -> tuple[NodeSnapshot, Diagnosis] | None:
@@ -155,8 +195,11 @@ def _combined(whole: NodeSnapshot, views: list[JobView]) -> Diagnosis:
         return views[0].diagnosis
     symptoms = sorted((s for v in views for s in v.diagnosis.symptoms),
                       key=lambda s: (-severity_rank(s.severity), s.id, s.job, s.ranks))
+    found = sorted((i for v in views for i in v.diagnosis.incidents),
+                   key=lambda i: -severity_rank(i.severity))
     return Diagnosis(timestamp=whole.timestamp, verdict=verdict_of(symptoms),
-                     symptoms=tuple(symptoms), notes=tuple(notes_of(whole)))
+                     symptoms=tuple(symptoms), notes=tuple(notes_of(whole)),
+                     incidents=tuple(found))
 
 
 def _ids(jobs) -> str:

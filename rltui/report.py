@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rltui import __version__
+from rltui.diagnosis.exits import exit_of
 from rltui.diagnosis.stacks import StackReport, report_json, where, who
 from rltui.model import Diagnosis, NodeSnapshot, severity_rank
 from rltui.rankset import compact
@@ -31,7 +32,8 @@ def should_fail(diagnosis: Diagnosis, fail_on: str) -> bool:
 
 def to_json(snap: NodeSnapshot, diagnosis: Diagnosis, mode: str,
             now_source: str = "clock", stacks: StackReport | None = None,
-            jobs: Sequence[JobView] = (), focus: str | None = None) -> dict[str, Any]:
+            jobs: Sequence[JobView] = (), focus: str | None = None,
+            stacks_job: str | None = None) -> dict[str, Any]:
     """The diagnose document (docs/diagnose-json.md); ``stacks``: the hang report of the py-spy
     rounds read, when there are any; ``jobs``: the monitor's job views (worst first)."""
     gpus = []
@@ -39,6 +41,7 @@ def to_json(snap: NodeSnapshot, diagnosis: Diagnosis, mode: str,
         item = to_data(g)
         item["mem_percent"] = g.mem_percent
         gpus.append(item)
+    job_of = {m: v.job.id for v in jobs if v.job is not None for m in v.job.members}
     doc = {
         "schema": SCHEMA,
         "tool": f"rltui {__version__}",
@@ -49,11 +52,15 @@ def to_json(snap: NodeSnapshot, diagnosis: Diagnosis, mode: str,
         "now_source": now_source,
         "verdict": diagnosis.verdict,
         "symptoms": [to_data(s) for s in diagnosis.symptoms],
+        "incidents": [incident_json(i) for i in diagnosis.incidents],
         "gpus": gpus,
         "gpu_simulated": snap.gpu_simulated,
         "foreign_gpu_pids": list(snap.foreign_gpu_pids),
-        "ranks": [to_data(p) for p in sorted(snap.procs, key=_rank_key)],
-        "departed": [to_data(d) for d in snap.departed],
+        "ranks": [dict(to_data(p), job=job_of.get((p.host, p.pid)))
+                  for p in sorted(snap.procs, key=_rank_key)],
+        "departed": [dict(departed_json(snap, d),
+                          job=job_of.get((d.info.host if d.info else "", d.pid)))
+                     for d in snap.departed],
         "sources": [to_data(s) for s in snap.sources],
         "logs": [_log_json(log) for log in snap.logs],
         "unmatched_logs": list(snap.unmatched_logs),
@@ -64,6 +71,8 @@ def to_json(snap: NodeSnapshot, diagnosis: Diagnosis, mode: str,
         doc["focus"] = focus
     if stacks is not None:
         doc["stacks"] = report_json(stacks)
+        if stacks_job is not None:
+            doc["stacks"]["job"] = stacks_job
     return doc
 
 
@@ -99,14 +108,34 @@ def jobs_text(jobs: Sequence[JobView]) -> str:
         world = "?" if job.world_size is None else str(job.world_size)
         launcher = (f"{job.launcher or 'launcher'} {job.launcher_pid}"
                     if job.launcher_pid is not None else "no launcher")
+        live = sum(1 for p in v.snapshot.procs if p.rank is not None and not p.is_zombie)
         lines.append(f"  {job.id:28} {v.diagnosis.verdict.upper():8} ranks {ranks:10} of "
-                     f"{world:>4}  {launcher:20} {job.tie}")
+                     f"{world:>4}  {live:>4} live  {launcher:20} {job.tie}")
     return "\n".join(lines) + "\n"
+
+
+def incident_json(i) -> dict[str, Any]:
+    """One incident: its root cause (a symptom id), every symptom id it holds (the root cause
+    first), the job, and what happened."""
+    return {"root_cause": i.root_cause, "symptoms": list(i.symptoms), "job": i.job,
+            "title": i.title, "explanation": i.explanation, "severity": i.severity,
+            "ranks": list(i.ranks), "since": i.since}
+
+
+def departed_json(snap: NodeSnapshot, d) -> dict[str, Any]:
+    """A departed process with how and when it left, from the best witness at hand."""
+    item = to_data(d)
+    ex = exit_of(snap, d)
+    item.update({"exit_code": ex.code, "signal": ex.signal or None, "left_at": ex.at,
+                 "left_at_from": ex.at_from or None, "exit_code_from": ex.code_from or None,
+                 "error": ex.error or None})
+    return item
 
 
 def _log_json(log) -> dict[str, Any]:
     return {
         "path": log.path,
+        "found": log.found or None,
         "rank": log.rank,
         "pid": log.pid,
         "format": log.format,
@@ -151,6 +180,14 @@ def to_text(snap: NodeSnapshot, diagnosis: Diagnosis,
              f"verdict: {diagnosis.verdict.upper()}", ""]
     if several:
         lines += jobs_text(jobs).splitlines() + [""]
+    grouped = [i for i in diagnosis.incidents if len(i.symptoms) > 1]
+    if grouped:
+        lines.append("incidents (root cause first):")
+        for i in grouped:
+            job = f" (job {i.job})" if i.job and several else ""
+            lines.append(f"  {i.severity.upper():8} {i.title}{job}")
+            lines.append(f"      {i.root_cause} -> {', '.join(i.symptoms[1:])}")
+        lines.append("")
     if diagnosis.symptoms:
         for s in diagnosis.symptoms:
             ranks = f" [ranks {compact(s.ranks)}]" if s.ranks else ""
@@ -183,7 +220,11 @@ def to_text(snap: NodeSnapshot, diagnosis: Diagnosis,
                      + ("  (partial)" if p.partial else ""))
     for d in snap.departed:
         rank = "-" if d.rank is None else str(d.rank)
-        lines.append(f"  rank {rank:>4} pid {d.pid or '-':>7} {d.reason}")
+        ex = exit_of(snap, d)
+        left = (f", left {time.strftime('%H:%M:%S', time.localtime(ex.at))} ({ex.at_from})"
+                if ex.at is not None else "")
+        lines.append(f"  rank {rank:>4} pid {d.pid or '-':>7} {d.reason}"
+                     + (f", {ex.how}" if ex.how else "") + left)
     if snap.logs:
         lines.append(f"Logs: {len(snap.logs)}")
         for log in snap.logs:
@@ -191,7 +232,8 @@ def to_text(snap: NodeSnapshot, diagnosis: Diagnosis,
             step = "-" if log.last_step is None else str(log.last_step)
             lines.append(f"  rank {rank:>4} {log.format:10} steps {log.steps_seen:>6} last "
                          f"{step:>6} events {len(log.events):>3}  {log.path}"
-                         + (f"  ({log.status}: {log.message})" if log.status != "ok" else ""))
+                         + (f"  ({log.status}: {log.message})" if log.status != "ok" else "")
+                         + (f"  (found {log.found})" if log.found else ""))
     if diagnosis.notes:
         lines.append("")
         lines.extend(f"note: {n}" for n in diagnosis.notes)

@@ -20,6 +20,7 @@ from rltui.model import (DepartedRank, GpuPoll, LogPoll, NodeSnapshot, ProcInfo,
 
 DEFAULT_HISTORY = 600
 STACK_SAMPLES = 3  # rounds of dumps kept: enough to call a class stuck or moving
+MAX_SEEN = 4096  # processes remembered (live and departed); the longest gone are forgotten
 
 
 @dataclass
@@ -98,6 +99,16 @@ class Tracker:
         for pid, seen in self._seen.items():
             if pid not in present and seen.gone_since is None:
                 seen.gone_since = now
+        if len(self._seen) > MAX_SEEN:
+            # a job relaunched in a loop for days: forget the longest gone first
+            gone = sorted((s.gone_since, pid) for pid, s in self._seen.items()
+                          if s.gone_since is not None)
+            for _, pid in gone[:len(self._seen) - MAX_SEEN]:
+                del self._seen[pid]
+
+    def snapshot_rounds(self) -> tuple:
+        """The stack rounds kept now, oldest first (what the next snapshot will hold)."""
+        return tuple(self._stacks)
 
     def clear_stacks(self) -> None:
         """Forget the stack rounds (before reading saved dumps that replace them)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from rltui.diagnosis import gpu, hangs, logs, ranks
+from rltui.diagnosis import gpu, hangs, incidents, logs, ranks
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import Diagnosis, NodeSnapshot, Symptom, severity_rank
 
@@ -41,7 +41,8 @@ def diagnose(snapshot: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
         symptoms.extend(rule(snapshot, history, th))
     symptoms.sort(key=lambda s: (-severity_rank(s.severity), s.id, s.ranks))
     return Diagnosis(timestamp=snapshot.timestamp, verdict=verdict_of(symptoms),
-                     symptoms=tuple(symptoms), notes=tuple(notes_of(snapshot)))
+                     symptoms=tuple(symptoms), notes=tuple(notes_of(snapshot)),
+                     incidents=tuple(incidents.group(symptoms)))
 
 
 def notes_of(snap: NodeSnapshot) -> list[str]:

@@ -12,6 +12,7 @@ job, owned by the monitor): the UI evaluates every second, the stacks change eve
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Mapping, Sequence
 
@@ -93,6 +94,7 @@ class HangMemo:
     def __init__(self) -> None:
         self._memo: tuple[tuple, StackReport, tuple] | None = None
         self._state: tuple[NodeSnapshot, bool | None] | None = None
+        self._onsets: dict[tuple, float] = {}  # (symptom id, ranks) -> when that hang began
 
     def report(self, snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
                th: Thresholds | None = None) -> StackReport | None:
@@ -121,12 +123,29 @@ class HangMemo:
 
     def symptoms(self, snap: NodeSnapshot, history: Sequence[NodeSnapshot],
                  th: Thresholds) -> list[Symptom]:
-        """The rule: a hang named from the stacks (hang-* symptom ids), stamped with the time
-        of the first round that showed it."""
+        """The rule: a hang named from the stacks (hang-* symptom ids), stamped with its onset:
+        the last step any log reported before it, else the first round that showed it. The
+        onset is remembered while the same hang holds, so its age grows steadily instead of
+        restarting as old rounds make way for new ones."""
         report = self.report(snap, history, th)
         if report is None:
+            self._onsets = {}
             return []
-        return [replace(s, since=snap.stacks[0].started) for s in symptoms(report)]
+        out, onsets = [], {}
+        for s in symptoms(report):
+            key = (s.id, s.ranks)
+            onset = self._onsets.get(key)
+            if onset is None:
+                onset = snap.stacks[0].started
+                steps = [log.last_step_time for log in snap.logs
+                         if log.last_step_time is not None and log.last_step_time <= onset]
+                if steps:
+                    onset = max(steps)
+            onsets[key] = onset
+            clock = time.strftime("%H:%M:%S", time.localtime(onset))
+            out.append(replace(s, since=onset, evidence=(f"since {clock}",) + s.evidence))
+        self._onsets = onsets
+        return out
 
 
 def stack_report(snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),

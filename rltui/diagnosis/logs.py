@@ -48,8 +48,17 @@ def step_durations(log: LogFileState) -> list[float]:
     return [b - a for a, b in zip(whens, whens[1:]) if b > a]
 
 
+def logged_step_times(log: LogFileState) -> list[float]:
+    """The step times the log itself reports (verl's timing_s/step, AReaL's timing/step,
+    step_time...), for steps whose lines carry no time and were read at once."""
+    return [t for t in (s.metric("step_time") for s in log.recent_steps)
+            if t is not None and t > 0]
+
+
 def stall_limit(log: LogFileState, th: Thresholds) -> tuple[float, float | None]:
-    durations = step_durations(log)
+    # the intervals between the steps' own times; else the log's own timing field (a history
+    # read at once has no intervals)
+    durations = step_durations(log) or logged_step_times(log)
     median = statistics.median(durations) if durations else None
     limit = max(th.stall_floor_s, th.stall_factor * median) if median else th.stall_floor_s
     return limit, median
@@ -95,7 +104,9 @@ def steps_stalled(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
         return []
     evidence = []
     for log, age, limit, median in stalled:
-        if median:
+        if median and not step_durations(log):
+            typical = f"median step {median:.1f} s, as the log's own timing field says"
+        elif median:
             typical = f"median step {median:.1f} s"
         elif log.steps_seen > 1:
             typical = f"{log.steps_seen} steps read at once, step time unknown"

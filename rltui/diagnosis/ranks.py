@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from rltui.diagnosis import playbook
-from rltui.diagnosis.logs import ERROR_KINDS, events_of, last_error, ref
+from rltui.diagnosis.exits import Exit, exit_of
+from rltui.diagnosis.logs import ERROR_KINDS, _ago, _clock, events_of, last_error, ref
 from rltui.diagnosis.thresholds import Thresholds
-from rltui.model import NodeSnapshot, Symptom
+from rltui.model import DepartedRank, NodeSnapshot, Symptom
 from rltui.rankset import label as rank_label
 
 
@@ -16,27 +18,37 @@ def rank_exited(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
     alive = snap.live_procs
     if not alive:
         # The whole job is gone (an ended job), or no process was looked at (logs read
-        # offline): only torchrun's own report of a failed child says a rank died.
-        return _from_child_failed(snap)
+        # offline): torchrun's own report of a failed child says a rank died, or the exits
+        # of the job's ranks do (a crash: an error, a signal, a non-zero code).
+        return _from_child_failed(snap) or _all_gone(snap, th)
     gone = [d for d in snap.departed
             if d.reason == "missing from WORLD_SIZE"
             or snap.timestamp - d.gone_since >= th.rank_exit_grace_s]
     if not gone:
         return []
     evidence = []
-    for d in gone:
+    found = [exit_of(snap, d) for d in gone]
+    for d, ex in zip(gone, found):
         who = f"rank {d.rank}" if d.rank is not None else "a job process"
+        how = f", {ex.how}" + (f" ({ex.code_from})" if ex.code_from else "") if ex.how else ""
         if d.reason == "missing from WORLD_SIZE":
+            left = (f"; it left at {_clock(ex.at)}, {_ago(snap.timestamp - ex.at)} ago "
+                    f"({ex.at_from})" if ex.at is not None else "")
             evidence.append(f"{who}: not running although WORLD_SIZE says it should be "
-                            "(single-node job)")
+                            f"(single-node job){how}{left}")
         else:
-            evidence.append(f"{who} (pid {d.pid}): {d.reason}, gone for "
-                            f"{snap.timestamp - d.gone_since:.0f} s")
+            left = (f", left at {_clock(ex.at)} ({ex.at_from})"
+                    if ex.at is not None and ex.at_from != "last seen alive by rltui" else "")
+            evidence.append(f"{who} (pid {d.pid}): {d.reason}{how}{left}, gone for "
+                            f"{_ago(snap.timestamp - _since(d, ex))}")
         info = d.info
         error = last_error(snap, d.rank, d.pid,
                            (info.stdout_path, info.stderr_path) if info else ())
         if error:
             evidence.append(f"{who}'s last error: {error}")
+        for log in snap.logs:
+            if log.found and log.rank == d.rank and d.rank is not None:
+                evidence.append(f"{who}'s log {log.path}: found {log.found}")
     for log, e in events_of(snap, ["child-failed"])[:4]:
         evidence.append(f"{ref(log, e)}: {e.summary}")
     alive_ranks = [p.rank for p in alive if p.rank is not None]
@@ -48,7 +60,7 @@ def rank_exited(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
     return [Symptom(
         id="rank-exited",
         severity="critical",
-        title=f"{label} exited while {len(alive)} other process(es) remain",
+        title=f"{label} {_what(found)} while {len(alive)} other process(es) remain",
         ranks=gone_ranks,
         evidence=tuple(evidence),
         next_steps=(
@@ -58,8 +70,78 @@ def rank_exited(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
             playbook.CUDA_BLOCKING,
             playbook.SET_DEBUG_ENV,
         ),
-        since=min(d.gone_since for d in gone),
+        since=min(_since(d, ex) for d, ex in zip(gone, found)),
     )]
+
+
+def _all_gone(snap: NodeSnapshot, th: Thresholds) -> list[Symptom]:
+    """Every process of the job has exited and one of its ranks crashed: beside other jobs on
+    the node, nothing else would say so (the job has no live process left to be stalled)."""
+    gone = [d for d in snap.departed if d.reason != "missing from WORLD_SIZE" and d.pid
+            and snap.timestamp - d.gone_since >= th.rank_exit_grace_s]
+    found = [(d, exit_of(snap, d)) for d in gone]
+    crashed = [(d, ex) for d, ex in found if ex.crashed]
+    if not crashed:
+        return []
+    evidence = []
+    for d, ex in crashed[:8]:
+        who = f"rank {d.rank}" if d.rank is not None else f"pid {d.pid}"
+        evidence.append(f"{who} (pid {d.pid}): {ex.error or ex.how}"
+                        + (f", left at {_clock(ex.at)} ({ex.at_from})" if ex.at else ""))
+    ranks = tuple(sorted(d.rank for d, _ in crashed if d.rank is not None))
+    label = rank_label(ranks) if ranks else f"{len(crashed)} job process(es)"
+    evidence.append(f"no process of the job is left ({len(gone)} exited)")
+    return [Symptom(
+        id="rank-exited",
+        severity="critical",
+        title=f"{label} {_what([ex for _, ex in crashed])}; every process of the job exited",
+        ranks=ranks,
+        evidence=tuple(evidence),
+        next_steps=(
+            f"Read the end of {label}'s log: the first error in time is the root cause; the "
+            "other ranks most likely failed or were stopped because of it.",
+            playbook.CUDA_BLOCKING,
+        ),
+        since=min(_since(d, ex) for d, ex in crashed),
+    )]
+
+
+def _since(d: DepartedRank, ex: Exit) -> float:
+    """When it left: its own evidence when rltui never saw it alive (a rank gone before rltui
+    started), else when rltui first saw it gone."""
+    if d.reason == "missing from WORLD_SIZE" and ex.at is not None:
+        return min(ex.at, d.gone_since)
+    return d.gone_since
+
+
+def _what(found: list[Exit]) -> str:
+    """``crashed (RuntimeError: boom at train.py:12)``, ``was killed (SIGKILL)``, or
+    ``exited``: what the evidence says happened, never an exception that is not there."""
+    errors = [ex for ex in found if ex.error]
+    if errors:
+        first = errors[0]
+        more = f" and {len(errors) - 1} more" if len(errors) > 1 else ""
+        return f"crashed ({_short(first.error)}{more})"
+    killed = [ex for ex in found if ex.signal]
+    if killed:
+        return f"was killed ({killed[0].signal})"
+    failed = [ex for ex in found if ex.code not in (None, 0)]
+    if failed:
+        return f"failed (exit code {failed[0].code})"
+    return "exited"
+
+
+def _short(error: str) -> str:
+    """The exception type and where, without its message: ``RuntimeError at trainer.py:130 in
+    step`` (the message is in the evidence)."""
+    kind = error.split(":", 1)[0].strip()
+    if not kind or " " in kind:
+        return error[:80]
+    where = _WHERE.search(error)
+    return f"{kind} at {where.group(1)}" if where else kind
+
+
+_WHERE = re.compile(r" at (\S+:\d+(?: in \S+)?)(?: \(.*\))?$")
 
 
 def _from_child_failed(snap: NodeSnapshot) -> list[Symptom]:

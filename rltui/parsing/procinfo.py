@@ -21,6 +21,7 @@ DEBUG_ENV = (
 JOB_ENV = (
     "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE",
     "TORCHELASTIC_RESTART_COUNT", "SLURM_JOB_ID", "SLURM_STEP_ID", "RAY_JOB_ID",
+    "RAY_RAYLET_PID",
 )
 ENGINES = ("vllm", "sglang")
 LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")

@@ -45,7 +45,7 @@ WITH_HOSTS = ("ssh_option", "remote_rltui", "connect_timeout")  # mean nothing a
 # diagnose flags that read this node only; across nodes they would silently mean nothing.
 LOCAL_ONLY = (("replay", "--replay"), ("demo", "--demo"), ("stacks", "--stacks"),
               ("pid", "--pid"), ("now", "--now"), ("job_config", "--job-config"),
-              ("model_config", "--model-config"))
+              ("model_config", "--model-config"), ("job", "--job"))
 
 
 def wanted(args: argparse.Namespace) -> bool:

@@ -19,6 +19,7 @@ from rltui.sources.replay import Player, Scenario
 
 if TYPE_CHECKING:  # the feed is the process side of many nodes; a bundle only holds it
     from rltui.remote.feed import Feed
+    from rltui.sources.deadlogs import DeadLogFinder
 
 
 @dataclass
@@ -70,13 +71,20 @@ class Bundle:
 
 class RememberProcs:
     """Wraps the process source and remembers every job process it has reported, so the log
-    source can follow the ranks' stdout/stderr files, including those of ranks that exited."""
+    source can follow the ranks' stdout/stderr files, including those of ranks that exited; and
+    the logs of ranks that were gone before rltui started, found from what their job's living
+    processes say (rltui.sources.deadlogs)."""
 
-    def __init__(self, source: Source) -> None:
+    MAX_GONE = 4096  # departed processes remembered for the log finder
+
+    def __init__(self, source: Source, finder: DeadLogFinder | None = None) -> None:
         self.source = source
         self.name = source.name
         self._files: dict[str, tuple[int | None, int]] = {}
         self._current: tuple = ()
+        self._gone: dict[tuple[str, int], object] = {}
+        self._found: list = []
+        self._finder = finder
         self._lock = threading.Lock()
         self._first = threading.Event()
 
@@ -85,11 +93,22 @@ class RememberProcs:
             reading = self.source.poll()
             procs = getattr(reading.payload, "procs", ())
             with self._lock:
+                before = {(p.host, p.pid): p for p in self._current}
                 self._current = tuple(p for p in procs if not p.is_zombie)
+                now = {(p.host, p.pid) for p in self._current}
+                self._gone.update((k, p) for k, p in before.items() if k not in now)
+                if len(self._gone) > self.MAX_GONE:
+                    for key in list(self._gone)[:len(self._gone) - self.MAX_GONE]:
+                        del self._gone[key]
                 for p in procs:
                     for path in (p.stdout_path, p.stderr_path):
                         if path:
                             self._files[path] = (p.rank, p.pid)
+                current, gone = self._current, list(self._gone.values())
+            if self._finder is not None and reading.status == "ok":
+                found = self._finder.find(current, gone)
+                with self._lock:
+                    self._found = found
         finally:
             self._first.set()  # after _current is set: a waiting stack round reads it next
         return reading
@@ -101,9 +120,12 @@ class RememberProcs:
         with self._lock:
             return self._current
 
-    def log_files(self) -> list[tuple[str, int | None, int | None]]:
+    def log_files(self) -> list[tuple]:
+        """(path, rank, pid) of every file a job process wrote, then (path, rank, None, how it
+        was found, the job's tie) of every log found for ranks that are gone."""
         with self._lock:
-            return [(path, rank, pid) for path, (rank, pid) in self._files.items()]
+            return ([(path, rank, pid) for path, (rank, pid) in self._files.items()]
+                    + [(f.path, f.rank, None, f.found, f.tie) for f in self._found])
 
     def close(self) -> None:
         self.source.close()
@@ -137,8 +159,9 @@ def live_bundle(settings, match: str | None = None, pids: Sequence[int] = (),
     from rltui.sources.procs import ProcSource
 
     nvml = NvmlSource()
+    from rltui.sources.deadlogs import DeadLogFinder
     procs = RememberProcs(ProcSource(match=match, pids=tuple(pids), gpu_map=nvml.gpu_pid_map,
-                                     include_children=bool(pids)))
+                                     include_children=bool(pids)), DeadLogFinder())
     job = f"--match {match}" if match else (f"--pid {' '.join(map(str, pids))}" if pids
                                              else "ranks found by environment")
     stacks, stack_spec = stack_specs(settings, procs)

@@ -33,6 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from rltui.model import ERROR, OK, UNAVAILABLE, LogLine, LogPoll, LogUpdate, Reading
+from rltui.parsing.elastic_error import MAX_TEXT as MAX_ERROR_FILE
+from rltui.parsing.elastic_error import error_file_event
 from rltui.parsing.events import EventReader
 from rltui.parsing.noise import level_of, strip_noise
 from rltui.parsing.steps import StepReader
@@ -52,12 +54,25 @@ PREFIX_MAJORITY = 0.9  # share of a file's prefixed lines one rank needs to be t
 _RANK_IN_NAME = re.compile(r"(?<![a-z])(?<!local_)(?<!local-)rank[-_]?(\d{1,7})(?!\d)",
                            re.IGNORECASE)
 
-Discover = Callable[[], Sequence[tuple[str, "int | None", "int | None"]]]
+# (path, rank, pid) or (path, rank, pid, how it was found, the job's tie): rltui.sources.deadlogs
+Discover = Callable[[], Sequence[tuple]]
+Target = tuple  # (rank, pid, found, tie)
 
 
 def rank_from_name(path: str) -> int | None:
     """The rank a log's file name states, if it states one."""
     m = _RANK_IN_NAME.search(os.path.basename(path))
+    return int(m.group(1)) if m else None
+
+
+# torchrun's --log-dir layout: <dir>/<run>/attempt_<n>/<local rank>/{stdout,stderr}.log|error.json
+_TORCHRUN_LAYOUT = re.compile(r"/attempt_\d+/(\d{1,5})/(?:stdout\.log|stderr\.log|error\.json)$")
+
+
+def rank_from_layout(path: str) -> int | None:
+    """The local rank torchrun's log folder puts a file under: the rank itself on a
+    single-node job (a caller that knows the node's first rank does better)."""
+    m = _TORCHRUN_LAYOUT.search(path.replace("\\", "/"))
     return int(m.group(1)) if m else None
 
 
@@ -68,8 +83,14 @@ class _File:
         self.path = path
         self.tail = tail
         self.name_rank = rank_from_name(path)
+        self.layout_rank = rank_from_layout(path)
         self.found_rank: int | None = None
         self.pid: int | None = None
+        self.found = ""  # how it was found (deadlogs), "" for stdout/stderr and --log
+        self.tie = ""
+        # torchelastic's error.json: read whole (it is rewritten, not appended to)
+        self.error_file = os.path.basename(path) == "error.json"
+        self.error_seen: tuple | None = None
         self.prefix_ranks: dict[int, int] = {}
         self.last_line_at: float | None = None
         self.shift = 0  # lines before a huge file's window, once counted
@@ -93,7 +114,7 @@ class _File:
             best = max(self.prefix_ranks, key=self.prefix_ranks.__getitem__)
             if self.prefix_ranks[best] >= PREFIX_MAJORITY * sum(self.prefix_ranks.values()):
                 return best
-        return self.found_rank
+        return self.found_rank if self.found_rank is not None else self.layout_rank
 
 
 class LogSource:
@@ -123,32 +144,38 @@ class LogSource:
         directories left out: what the agent's ``tail`` request may read."""
         return [p for p in self._targets()[0] if not os.path.isdir(p)]
 
-    def _targets(self) -> tuple[dict[str, tuple[int | None, int | None]], list[str], str]:
-        """{real path: (rank, pid) from discovery}, unmatched globs, a note on discovery."""
-        found: dict[str, tuple[int | None, int | None]] = {}
+    def _targets(self) -> tuple[dict[str, Target], list[str], str]:
+        """{real path: (rank, pid, found, tie) from discovery}, unmatched globs, a note on
+        discovery."""
+        found: dict[str, Target] = {}
         unmatched: list[str] = []
         for pattern in self.globs:
             paths = _expand(pattern)
             if not paths:
                 unmatched.append(pattern)
             for path in paths:
-                found.setdefault(os.path.realpath(path), (None, None))
+                found.setdefault(os.path.realpath(path), (None, None, "", ""))
         note = ""
         if self.discover is not None:
             try:
                 discovered = list(self.discover())
             except Exception as exc:  # noqa: BLE001 - a caller's callback; globs still work
                 discovered, note = [], f"log discovery failed: {type(exc).__name__}: {exc}"
-            for path, rank, pid in discovered:
+            for item in discovered:
+                path, rank, pid = item[:3]
+                how, tie = (item[3], item[4]) if len(item) >= 5 else ("", "")
                 if not path:
                     continue
                 real = os.path.realpath(path)
-                old_rank, old_pid = found.get(real, (None, None))
-                found[real] = (old_rank if rank is None else rank, old_pid if pid is None else pid)
+                old_rank, old_pid, old_how, old_tie = found.get(real, (None, None, "", ""))
+                # a process writing it says more than where it was found
+                how = "" if (pid is not None or old_pid is not None) else (old_how or how)
+                found[real] = (old_rank if rank is None else rank,
+                               old_pid if pid is None else pid, how, old_tie or tie)
         return found, unmatched, note
 
-    def _track(self, targets: dict[str, tuple[int | None, int | None]]) -> None:
-        for path, (rank, pid) in targets.items():
+    def _track(self, targets: dict[str, Target]) -> None:
+        for path, (rank, pid, how, tie) in targets.items():
             entry = self._files.get(path)
             if entry is None:
                 entry = self._files[path] = _File(path, FileTail(path, **self.tail_options), self)
@@ -156,6 +183,8 @@ class LogSource:
                 entry.found_rank = rank
             if pid is not None:
                 entry.pid = pid
+            entry.found = how if entry.pid is None else ""
+            entry.tie = tie or entry.tie
         if len(self._files) > MAX_FILES:  # forget files that are gone and no longer named
             for path in [p for p in self._files if p not in targets and not os.path.exists(p)]:
                 self._files.pop(path).tail.close()
@@ -193,6 +222,8 @@ class LogSource:
 
     def _update(self, entry: _File, now: float) -> LogUpdate:
         try:
+            if entry.error_file:
+                return self._error_file(entry, now)
             return self._parse(entry, entry.tail.read(), now)
         except Exception as exc:  # noqa: BLE001 - one file's parser bug must not hide the rest
             return LogUpdate(path=entry.path, status=ERROR, rank=entry.rank, pid=entry.pid,
@@ -230,7 +261,36 @@ class LogSource:
             path=entry.path, status=read.status, rank=entry.rank, format=entry.steps.format,
             size=read.size, lines=tuple(shown), steps=tuple(steps), events=tuple(events),
             message=read.message, reset=read.reset, pid=entry.pid,
-            line_base_known=read.line_base_known, line_shift=read.line_shift)
+            line_base_known=read.line_base_known, line_shift=read.line_shift,
+            found=entry.found, tie=entry.tie)
+
+    def _error_file(self, entry: _File, now: float) -> LogUpdate:
+        """torchelastic's error.json: what the child raised, its exit signal and time, read
+        whole each time it changes (one child-failed event, form error-file)."""
+        def update(status: str, message: str = "", events: tuple = ()) -> LogUpdate:
+            return LogUpdate(path=entry.path, status=status, rank=entry.rank, pid=entry.pid,
+                             events=events, message=message, found=entry.found, tie=entry.tie)
+        try:
+            info = os.stat(entry.path)
+        except FileNotFoundError:
+            return update(UNAVAILABLE, "no such file (yet)")
+        except OSError as exc:
+            return update(ERROR, f"cannot read: {exc.strerror or exc}")
+        seen = (info.st_size, info.st_mtime_ns, info.st_ino)
+        if seen == entry.error_seen:
+            return update(OK)
+        entry.error_seen = seen
+        if info.st_size > MAX_ERROR_FILE:
+            return update(OK, f"not an error file: {info.st_size} bytes")
+        try:
+            with open(entry.path, "rb") as fh:
+                text = fh.read(MAX_ERROR_FILE).decode("utf-8", "replace")
+        except OSError as exc:
+            return update(ERROR, f"cannot read: {exc.strerror or exc}")
+        event = error_file_event(text, arrival=min(now, info.st_mtime))
+        if event is None:
+            return update(OK, "not torchelastic's error file format")
+        return update(OK, events=(event,))
 
     @staticmethod
     def _quiet(entry: _File, read: TailRead, now: float) -> bool:

@@ -420,4 +420,40 @@ def _fold_helpers(infos: list[ProcInfo]) -> list[ProcInfo]:
         return (parent is not None and (p.rank, p.local_rank) != (None, None)
                 and (parent.rank, parent.local_rank) == (p.rank, p.local_rank))
 
-    return [p for p in infos if not helper(p)]
+    kept = [p for p in infos if not helper(p)]
+    orphans = orphaned_helpers(kept)
+    return [p for p in kept if p.pid not in orphans] if orphans else kept
+
+
+# A process that claims a rank but started this long after its job's other ranks did.
+ORPHAN_LATE_S = 2.0
+
+
+def orphaned_helpers(infos: list[ProcInfo]) -> set[int]:
+    """Helpers that outlived their rank: a DataLoader worker (or any child forked after the
+    process group was made) keeps the rank's environment, RANK included, and its sockets; when
+    the rank dies it is re-parented to init and would read as that rank alive, at the stack the
+    rank had when it forked. It is one when its parent is init while the job's other ranks
+    (same rendezvous) share a live parent, and it started after all of them. Ranks re-parented
+    together (their launcher died) have no such parent and are kept."""
+    by_tie: dict[tuple, list[ProcInfo]] = {}
+    for p in infos:
+        if p.rank is not None:
+            by_tie.setdefault((p.env("MASTER_ADDR"), p.env("MASTER_PORT")), []).append(p)
+    out: set[int] = set()
+    for (addr, port), ranked in by_tie.items():
+        if addr is None or port is None:
+            continue
+        parented = [p for p in ranked if p.ppid not in (None, 0, 1)]
+        parents = {p.ppid for p in parented}
+        if len(parents) != 1 or len(parented) == len(ranked):
+            continue
+        started = [p.create_time for p in parented if p.create_time is not None]
+        if not started:
+            continue
+        for p in ranked:
+            if p.ppid in (0, 1) and p.create_time is not None \
+                    and p.create_time > max(started) + ORPHAN_LATE_S \
+                    and any(o.rank == p.rank for o in parented) is False:
+                out.add(p.pid)
+    return out

@@ -130,6 +130,8 @@ class RltuiApp(AcrossNodes, App[int]):
         self._last_tick = 0.0
         self._bundle_closed = False
         self._stacks_shown: object = None  # the report the stacks screen shows
+        self._confirming: object = None  # the stack round a confirming round was asked after
+        self.confirm_rounds = 0  # confirming rounds asked for (a suspected hang each)
         # (a log holds an OOM, the stacks were read), as of the last view shown: the footer and
         # the m key follow it; found once per view, not once per binding check.
         self._footer_keys: tuple[bool, bool] = (False, False)
@@ -262,10 +264,29 @@ class RltuiApp(AcrossNodes, App[int]):
         else:
             snapshot, diagnosis = self.monitor.evaluate(now)
             view = self._view(snapshot, diagnosis)
+            self._confirm_if_suspected(now)
         self._evaluated_at = now
         self._show(view)
         self.evaluations += 1
         self.evaluated.set()
+
+    def _confirm_if_suspected(self, now: float) -> None:
+        """A suspected hang gets its confirming stack round a sample gap after the first one,
+        before the next periodic round (rltui diagnose does the same): the verdict confirms
+        itself within seconds instead of a whole py-spy interval. Live only; once per round."""
+        spec = next((s for s in self.bundle.specs if s.source is self.bundle.stacks), None)
+        if spec is None or self.bundle.player is not None or self.paused:
+            return
+        rounds = self.monitor.tracker.snapshot_rounds()
+        if not rounds or rounds[-1] is self._confirming:
+            return
+        gap = self.settings.thresholds.stack_sample_gap_s
+        if spec.interval <= gap * 1.5 or not self.monitor.suggests_hang():
+            return  # the periodic round comes soon enough
+        self._confirming = rounds[-1]
+        delay = max(0.0, rounds[-1].started + gap - now)
+        self.set_timer(delay, partial(self._start_poll, spec), name="confirming stack round")
+        self.confirm_rounds += 1
 
     def _view(self, snapshot: NodeSnapshot, diagnosis: Diagnosis) -> View:
         player = self.bundle.player

@@ -13,7 +13,7 @@ async def test_the_header_names_both_jobs_worst_first(replay_app):
     async with app.run_test(size=(200, 60)) as pilot:
         await pilot.press("e")
         text = header_text(app)
-        assert "2 jobs: train_ppo-4000 (4) CRITICAL, eval-5000 (4) ok" in text
+        assert "2 jobs: train_ppo-4000 (3/4 live) CRITICAL, eval-5000 (4) ok" in text
         # both jobs' ranks 0-3 in one table, each row its own process; one symptom, the
         # crashed job's, with no mix of the two jobs' GPUs
         assert app.main_screen.ranks.table.row_count == 10  # 2 launchers, 7 ranks, 1 departed

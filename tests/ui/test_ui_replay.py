@@ -23,11 +23,12 @@ async def test_end_shows_rank_exited_and_idle_vs_busy(replay_app):
         assert cell(ranks, "d4103", "role").text == "trainer"
         assert drawn(ranks, "p4100", "gpu_util") == ("0%", app.palette.idle)
         assert screen.ranks.border_title == "Ranks (7 running, 1 departed)"
-        # Symptoms: most severe first, severity as a word.
+        # Symptoms: by incident, the root cause first, severity as a word.
         options = screen.symptoms.options
         assert options.option_count == 2
         assert str(options.get_option_at_index(0).prompt).startswith("CRIT rank 3 exited")
-        assert str(options.get_option_at_index(1).prompt).startswith("WARN 3 of the job's GPUs")
+        # the idle GPUs are the waiting ranks': a consequence, under the rank that exited
+        assert str(options.get_option_at_index(1).prompt).startswith(" └ WARN 3 of the job's GPUs")
         assert "CRITICAL (2)" in header_text(app)
 
 

@@ -16,8 +16,9 @@ def test_rank_exited(snap_compare, replay_app, size):
     """Rank 3 exited 70 s ago while ranks 0-2 wait idle and 4-7 spin. Must be visible: header
     "CRITICAL (2)" with "replay 90.0/90.0s x1 end" and "gpus ok 0.0s", "procs ok 0.5s"; GPU
     rows with 0% (idle colour) for GPUs 0-3 and 100% (ok colour) for 4-7; the rank table with
-    rank 3 dimmed as "exited" between ranks 2 and 4; the symptoms "CRIT rank 3 exited while 7
-    other process(es) remain" then "WARN 3 of the job's GPUs idle while 4 busy"; the footer
+    rank 3 dimmed as "exited" between ranks 2 and 4; the symptoms as one incident: "CRIT rank 3
+    exited", and under it "└ WARN 3 of the job's GPUs idle while 4 busy" (its consequence);
+    the detail "rank 3 exited while 7 other process(es) remain"; the footer
     keys (with "l Logs"). At 200x60 also the sparklines, throttle/ECC columns, full symptom
     detail with next steps, and the log pane saying how logs are found (this recording has no
     log source)."""
@@ -103,7 +104,8 @@ def test_stacks_pattern_a(snap_compare, replay_app, size):
     """Three py-spy rounds of a pipeline job (real saved dumps): ranks 0-1 in recv_object_list,
     rank 2 in destroy_process_group from __exit__. Must be visible: header "CRITICAL" and a
     "stacks ok" entry; symptom "CRIT Cleanup deadlock: rank 2 in teardown, ranks 0-1 wait"
-    (hang-cleanup-deadlock). At 200x60 also the rank table's stack column with
+    (hang-cleanup-deadlock) with "since HH:MM:SS" (its onset) first in its evidence. At 200x60
+    also the rank table's stack column with
     "#1 recv_object_list" for ranks 0-1 and "#2 destroy_process_group" for rank 2 (rank 2 in
     the bad colour, a suspect), and the symptom's evidence: the classes marked [stuck] and the
     divergence point."""
@@ -152,9 +154,10 @@ def test_across_nodes(snap_compare, tmp_path, size):
 def test_two_jobs_header(snap_compare, replay_app, size):
     """Two 4-GPU jobs on one node, both with ranks 0-3; train_ppo's rank 2 exited. Must be
     visible: the header "CRITICAL (1)  node gpu-node-07  replay ... end  2 jobs:
-    train_ppo-4000 (4) CRITICAL, eval-5000 (4) ok" (cut at 80 columns after the mode); the
+    train_ppo-4000 (3/4 live) CRITICAL, eval-5000 (4) ok" (cut at 80 columns after the mode);
+    the
     symptom "rank 2 exited while 4 other process(es) remain" (train_ppo's); the rank table
-    with both jobs' ranks. At 200x60 the whole jobs segment."""
+    with each job's ranks together, train_ppo's first. At 200x60 the whole jobs segment."""
     assert snap_compare(replay_app("two_jobs"), press=["e"], terminal_size=size)
 
 
@@ -162,6 +165,6 @@ def test_two_jobs_header(snap_compare, replay_app, size):
 def test_two_jobs_picker(snap_compare, replay_app, size):
     """`j` on the two-jobs replay: the job picker over the main screen. Must be visible: "2 jobs
     on this node, worst first", the options "All jobs" (highlighted), "train_ppo-4000
-    CRITICAL ranks 0-3 of 4 torchrun 4000 MASTER gpu-node-07/127.0.0.1:29500" and
-    "eval-5000 HEALTHY ranks 0-3 of 4 torchrun 5000 MASTER ...:29501"."""
+    CRITICAL ranks 0-3 of 4 torchrun 4000 MASTER 127.0.0.1:29500" and "eval-5000 HEALTHY
+    ranks 0-3 of 4 torchrun 5000 MASTER 127.0.0.1:29501"."""
     assert snap_compare(replay_app("two_jobs"), press=["e", "j"], terminal_size=size)

@@ -9,8 +9,8 @@ from rltui.model import (DepartedRank, GpuProcess, GpuSample, LogFileState, Node
 
 def rank(pid: int, r: int | None, port: int | None = 29500, *, ppid: int = 100,
          world: int | None = 4, script: str = "train.py", host: str = "", run: str = "",
-         addr: str = "127.0.0.1", **extra) -> ProcInfo:
-    env = []
+         addr: str = "127.0.0.1", job_env_extra: tuple = (), **extra) -> ProcInfo:
+    env = list(job_env_extra)
     if port is not None:
         env += [("MASTER_ADDR", addr), ("MASTER_PORT", str(port))]
     if run:
@@ -176,3 +176,102 @@ def test_the_lens_keeps_a_jobs_rounds_the_same_objects():
     first = jobs.restrict(snap, snap.jobs[0], lens).stacks
     again = jobs.restrict(snap, snap.jobs[0], lens).stacks
     assert first[0] is again[0]
+
+
+# -- what an adversarial review found -------------------------------------------------------------
+
+def test_one_slurm_step_or_rdzv_id_never_joins_two_rendezvous():
+    """Two torchrun jobs started from one `srun --pty bash` share the Slurm step; the same
+    --rdzv-id reused; each keeps its own ranks."""
+    step = (("SLURM_JOB_ID", "777"), ("SLURM_STEP_ID", "0"))
+    procs = [rank(110 + r, r, 29500, ppid=100, job_env_extra=step) for r in (0, 1, 3)] + \
+        [rank(210 + r, r, 29501, ppid=200, job_env_extra=step) for r in range(4)]
+    a, b = jobs.group(procs)
+    assert members(a) == {110, 111, 113} and members(b) == {210, 211, 212, 213}
+    # a process with the step and no rendezvous of its own joins nobody's ranks by it
+    helper = ProcInfo(pid=300, ppid=1, job_env=step, cmdline=("python", "monitor.py"))
+    assert len(jobs.group([*procs, helper])) == 3
+    # with one rendezvous, the step ties a process that has none to it
+    one = [rank(110, 0, 29500, job_env_extra=step),
+           ProcInfo(pid=301, ppid=1, job_env=step, cmdline=("python", "x.py"))]
+    assert len(jobs.group(one)) == 1
+
+
+def test_two_ray_clusters_number_their_jobs_alike_but_are_two():
+    def actor(pid, raylet):
+        return ProcInfo(pid=pid, ppid=raylet, cmdline=("ray::WorkerDict.run",),
+                        job_env=(("RAY_JOB_ID", "01000000"), ("RAY_RAYLET_PID", str(raylet))))
+    assert len(jobs.group([actor(1100, 1000), actor(1101, 1000), actor(2100, 2000)])) == 2
+
+
+def test_two_untied_runs_of_one_script_from_two_shells_stay_apart():
+    a = [rank(110, 0, None, ppid=50, world=2), rank(111, 1, None, ppid=50, world=2)]
+    b = [rank(210, 0, None, ppid=60, world=2), rank(211, 1, None, ppid=60, world=2)]
+    found = jobs.group([a[0], b[0], a[1], b[1]])
+    assert sorted(sorted(j.pids) for j in found) == [[110, 111], [210, 211]]
+
+
+def test_a_launchers_own_master_env_is_its_shells():
+    """The shell exported MASTER_* and torchrun kept them; its ranks got other values."""
+    shell_env = (("MASTER_ADDR", "10.9.9.9"), ("MASTER_PORT", "1234"))
+    agent = ProcInfo(pid=100, ppid=1, cmdline=("torchrun", "train.py"), launcher="torchrun",
+                     job_env=shell_env)
+    (job,) = jobs.group([agent, rank(110, 0, ppid=100), rank(111, 1, ppid=100)])
+    assert job.launcher_pid == 100 and members(job) == {100, 110, 111}
+
+
+def test_a_launcher_waiting_for_its_rendezvous_is_not_its_siblings_job():
+    """A sweep shell started torchrun A (no ranks yet) and torchrun B (ranks up)."""
+    a = ProcInfo(pid=100, ppid=90, cmdline=("torchrun", "train.py"), launcher="torchrun",
+                 role="torchrun")
+    b = ProcInfo(pid=200, ppid=90, cmdline=("torchrun", "eval.py"), launcher="torchrun",
+                 role="torchrun")
+    found = jobs.group([a, b, rank(210, 0, 29501, ppid=200, script="eval.py")])
+    assert sorted(sorted(j.pids) for j in found) == [[100], [200, 210]]
+    assert {j.id for j in found} == {"train-100", "eval-200"}
+
+
+def test_a_reused_pid_does_not_take_the_old_jobs_id():
+    names = jobs.JobNames()
+    old = replace_create(launcher(100), 1.0)
+    (first,) = jobs.group([old, rank(110, 0)], names=names)
+    new = replace_create(launcher(100, "eval.py"), 99.0)
+    found = jobs.group([new, rank(210, 0, 29501, ppid=100, script="eval.py")], names=names)
+    assert found[0].id != first.id
+
+
+def test_resolve_says_when_a_name_is_ambiguous_and_refuses_odd_digits():
+    procs = [rank(110, 0, 29500, ppid=1), rank(210, 0, 29501, ppid=1)]
+    found = jobs.group(procs)
+    job, why = jobs.resolve(found, "train")
+    assert job is None and "2 jobs run 'train'" in why
+    assert jobs.resolve(found, "²")[0] is None and jobs.resolve(found, "٣")[0] is None
+
+
+def test_a_hostile_rendezvous_value_is_shown_on_one_printable_line():
+    evil = ProcInfo(pid=110, rank=0, job_env=(("MASTER_ADDR", "h\n  x HEALTHY\x1b[2J"),
+                                              ("MASTER_PORT", "1")))
+    (job,) = jobs.group([evil])
+    assert "\n" not in job.tie and "\x1b" not in job.tie
+
+
+def test_every_spelling_of_loopback_is_one_rendezvous():
+    a = rank(110, 0, addr="localhost")
+    b = rank(111, 1, addr="127.0.0.1")
+    assert len(jobs.group([a, b])) == 1
+
+
+def test_many_untied_processes_group_in_linear_time():
+    import time
+    procs = [ProcInfo(pid=1000 + i, ppid=500 + i % 7, rank=i % 64, world_size=64,
+                      cmdline=("python", "t.py"), role="t") for i in range(5000)]
+    start = time.process_time()
+    jobs.group(procs)
+    # not a timing assertion on the machine (benchmarks do that): an O(n^2) pass over 5,000
+    # processes takes tens of seconds, far beyond this bound on any machine
+    assert time.process_time() - start < 5.0
+
+
+def replace_create(p: ProcInfo, t: float) -> ProcInfo:
+    from dataclasses import replace
+    return replace(p, create_time=t)

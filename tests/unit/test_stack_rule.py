@@ -127,3 +127,27 @@ def test_the_memo_follows_the_sample_gap_threshold():
     s = snap(round_at(87.0, *dumps), round_at(90.0, *dumps))
     assert hangs.stack_report(s, (), Thresholds(stack_sample_gap_s=5.0)).samples == 1
     assert hangs.stack_report(s, (), Thresholds(stack_sample_gap_s=2.0)).samples == 2
+
+
+def test_a_hangs_age_counts_from_its_onset_as_rounds_rotate():
+    """Rounds every 10 s, three kept: the oldest kept round moves on every time, the hang's
+    since stays at the first round that showed it (no 22 s, 25 s, 28 s, 21 s sawtooth)."""
+    memo = hangs.HangMemo()
+    kept: list[StackPoll] = []
+    sinces = []
+    for i in range(6):
+        kept = (kept + [round_at(10.0 * i, *(waiting(r) for r in range(3)))])[-3:]
+        (s,) = memo.symptoms(snap(*kept, now=10.0 * i + 1), (), Thresholds())
+        sinces.append(s.since)
+    assert sinces == [0.0] * 6
+    assert s.evidence[0].startswith("since ")
+
+
+def test_a_hangs_onset_is_the_last_step_before_it_when_a_log_has_one():
+    memo = hangs.HangMemo()
+    log = LogFileState(path="r0.log", rank=0, steps_seen=5, last_step=5, last_step_time=70.0,
+                       last_step_arrival=70.0)
+    rounds = (round_at(90.0, *(waiting(r) for r in range(3))),
+              round_at(96.0, *(waiting(r) for r in range(3))))
+    (s,) = memo.symptoms(snap(*rounds, now=100.0, logs=(log,)), (), Thresholds())
+    assert s.since == 70.0

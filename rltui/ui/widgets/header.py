@@ -104,7 +104,9 @@ class HeaderBar(Static):
             if i:
                 out.append(", ", style=pal.dim)
             out.append(v.job.id, style="bold")
-            out.append(f" ({len(v.job.ranks)}) ")
+            live = sum(1 for p in v.snapshot.procs if p.rank is not None and not p.is_zombie)
+            ranks = len(v.job.ranks)
+            out.append(f" ({ranks}) " if live >= ranks else f" ({live}/{ranks} live) ")
             verdict = v.diagnosis.verdict
             colour = {"critical": pal.bad, "warning": pal.warn}.get(verdict, pal.ok)
             out.append(verdict.upper() if verdict != "healthy" else "ok",

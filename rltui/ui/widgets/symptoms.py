@@ -30,6 +30,24 @@ def symptom_key(s: Symptom) -> str:
 OOM_SYMPTOMS = ("cuda-oom",)  # symptoms whose Enter opens the OOM triage
 
 
+def by_incident(diagnosis) -> list[tuple[Symptom, str | None]]:
+    """The symptoms in incident order: each root cause (titled with what happened, when it
+    led to more) and under it its consequences (title None: drawn with their own, indented);
+    symptoms no incident names keep their place at the end."""
+    left = list(diagnosis.symptoms)
+    rows: list[tuple[Symptom, str | None]] = []
+    for incident in diagnosis.incidents:
+        for n, wanted in enumerate(incident.symptoms):
+            found = next((s for s in left if s.id == wanted and s.job == incident.job), None)
+            if found is None:
+                continue
+            left.remove(found)
+            rows.append((found, (incident.title if len(incident.symptoms) > 1
+                                 else found.title) if n == 0 else None))
+    rows += [(s, s.title) for s in left]
+    return rows
+
+
 class SymptomsPane(Vertical):
     ALLOW_MAXIMIZE = True
 
@@ -43,6 +61,7 @@ class SymptomsPane(Vertical):
         self._detail_key: tuple | None = None
         self._detail_shape: tuple | None = None  # what decides whether a layout pass is needed
         self._detail_rest: tuple = ()
+        self._rows: list[tuple[Symptom, str | None]] = []
 
     def compose(self) -> ComposeResult:
         yield self.options
@@ -51,7 +70,7 @@ class SymptomsPane(Vertical):
 
     @property
     def symptoms(self) -> tuple[Symptom, ...]:
-        return self._view.diagnosis.symptoms if self._view else ()
+        return tuple(s for s, _ in self._rows) if self._view else ()
 
     @property
     def selected(self) -> Symptom | None:
@@ -65,28 +84,33 @@ class SymptomsPane(Vertical):
         palette_changed = self._view is None or self._view.palette is not view.palette
         previous = self.selected  # from the old list, to keep it highlighted in the new one
         self._view = view
+        self._rows = by_incident(view.diagnosis)
         symptoms = view.diagnosis.symptoms
         set_title(self, f"Symptoms ({len(symptoms)})" if symptoms else "Symptoms")
-        key = tuple((s.severity, s.title, s.ranks) for s in symptoms)
+        key = tuple((s.severity, title, s.ranks) for s, title in self._rows)
         if palette_changed or key != self._list_key:
             self._list_key = key
-            self._rebuild_list(view, symptom_key(previous) if previous else None)
+            self._rebuild_list(view, symptom_key(previous) if previous else None,
+                               previous.job if previous else "")
         self._show_detail()
 
-    def _rebuild_list(self, view: View, keep_key: str | None) -> None:
+    def _rebuild_list(self, view: View, keep_key: str | None, keep_job: str = "") -> None:
         pal = view.palette
         options: list[Option] = []
-        for s in view.diagnosis.symptoms:
+        for s, title in self._rows:
             text = Text(no_wrap=True, overflow="ellipsis")
+            if title is None:  # a consequence, under its root cause
+                text.append(" └ ", style=pal.dim)
             text.append(f"{LABELS.get(s.severity, s.severity.upper())} ",
                         style=f"bold {pal.severity(s.severity)}")
-            text.append(s.title)
-            options.append(Option(text, id=symptom_key(s)))
+            text.append(title or s.title)
+            options.append(Option(text, id=symptom_key(s) + f":{s.job}"))
         if not options:
             options.append(Option(Text("No symptoms: nothing rltui checks looks wrong.",
                                        style=pal.ok), disabled=True))
         self.options.set_options(options)
-        keys = [symptom_key(s) for s in view.diagnosis.symptoms]
+        keys = [symptom_key(s) + f":{s.job}" for s, _ in self._rows]
+        keep_key = keep_key + f":{keep_job}" if keep_key is not None else None
         if keys:
             self.options.highlighted = keys.index(keep_key) if keep_key in keys else 0
 
