@@ -135,11 +135,15 @@ class Monitor:
         """The latest evaluation points at a hang that one more stack round would confirm or
         clear: a job's single sample shows ranks waiting (or on CPU, which a second sample
         tells from a busy loop), or its steps stalled past the floor."""
-        from rltui.diagnosis.stacks import HANG, UNCLEAR, WORKING
+        from rltui.diagnosis.stacks import BUSY_LOOP, HANG, UNCLEAR, WORKING
         views = [v for v in self.jobs if self.focus_id is None or v.key == self.focus_id]
         for view in views:
             rep = view.stacks
             if rep is not None and rep.samples < 2 and rep.verdict in (HANG, WORKING, UNCLEAR):
+                return True
+            # ranks on CPU in one function twice: a busy loop, or a step caught twice at the
+            # same point of its period; a third sample at another offset tells
+            if rep is not None and rep.samples == 2 and rep.symptom_id == BUSY_LOOP:
                 return True
         return any(s.id == "steps-stalled" for v in views for s in v.diagnosis.symptoms)
 

@@ -1,5 +1,5 @@
 """What ``rltui diagnose --hosts`` adds to the diagnose document and text: the ``nodes`` array
-and the nodes table. Pure: it reads a ``ClusterSnapshot``; rltui.remote.cluster_run gathers it.
+and the nodes table. Pure: it reads a ``ClusterSnapshot``; rltui.cli.hosts and rltui.remote.headless gather it.
 """
 
 from __future__ import annotations

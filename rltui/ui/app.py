@@ -284,7 +284,11 @@ class RltuiApp(AcrossNodes, App[int]):
         if spec.interval <= gap * 1.5 or not self.monitor.suggests_hang():
             return  # the periodic round comes soon enough
         self._confirming = rounds[-1]
-        delay = max(0.0, rounds[-1].started + gap - now)
+        # a second sample a gap after the first; a third (a busy-loop suspicion) 1.5 gaps
+        # after the second, an offset no step period aliases with both
+        offset = gap * 1.5 if self.monitor.stacks is not None and \
+            self.monitor.stacks.samples >= 2 else gap
+        delay = max(0.0, rounds[-1].started + offset - now)
         self.set_timer(delay, partial(self._start_poll, spec), name="confirming stack round")
         self.confirm_rounds += 1
 
@@ -299,7 +303,7 @@ class RltuiApp(AcrossNodes, App[int]):
                     thresholds=self.settings.thresholds, palette=self.palette,
                     mode=self.bundle.mode, intervals=self.intervals, paused=self.paused,
                     replay=replay, stacks=self.monitor.stacks, jobs=self.monitor.jobs,
-                    focus=self.monitor.focus)
+                    focus=self.monitor.focus, stacks_job=self.monitor.stacks_job)
 
     def _show(self, view: View) -> None:
         self.latest = view

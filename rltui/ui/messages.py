@@ -67,3 +67,4 @@ class View:
     # The jobs on the node, worst first (rltui.jobs), and the one shown alone (None: all).
     jobs: tuple[JobView, ...] = ()
     focus: str | None = None
+    stacks_job: str | None = None  # the job whose hang report ``stacks`` is

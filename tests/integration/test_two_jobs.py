@@ -142,3 +142,26 @@ def test_a_job_id_that_is_not_here_is_exit_4_naming_the_jobs_here():
                               "--job", "train-1")
     assert code == 4 and "no job 'train-1'" in stderr
     assert doc["symptoms"][0]["id"] == "no-job-found"
+
+
+def run_plain(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rltui", *args], capture_output=True, text=True,
+                          timeout=90, check=False)
+
+
+@pytest.mark.parametrize("wanted", ["nothing-here", "²", "٣٠٧٦٠", "x" * 5000])
+def test_a_job_that_is_not_here_exits_4_everywhere_without_a_traceback(wanted):
+    for command in (["jobs"], ["diagnose", "--quick"]):
+        out = run_plain(*command, "--match", "no-such-job-xyz", "--job", wanted)
+        assert out.returncode == 4, (command, out.stderr)
+        assert "Traceback" not in out.stderr and "no job" in out.stderr
+
+
+def test_oom_with_a_job_that_is_not_here_says_so():
+    out = run_plain("oom", "--log", "fixtures/logs/event-oom-current.log", "--job", "nothing")
+    assert out.returncode == 4 and "no job 'nothing'" in out.stderr, out.stderr
+
+
+def test_job_is_refused_across_nodes():
+    out = run_plain("diagnose", "--hosts", "node01", "--job", "train-1")
+    assert out.returncode == 2 and "--job reads this node only" in out.stderr

@@ -10,7 +10,7 @@ import stat
 import pytest
 
 from rltui import cli
-from rltui.remote import cluster_run
+from rltui.cli import hosts as cluster_run
 from rltui.remote.transports import SLURM, SSH
 from rltui.sources.slurm import SlurmError, job_nodelist, parse_nodelist, squeue_argv
 

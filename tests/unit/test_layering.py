@@ -115,3 +115,24 @@ def test_checks_never_import_textual():
             "print(json.dumps([m for m in ('textual', 'rich') if m in sys.modules]))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_agent_and_remote_never_import_the_command_line():
+    """The command line uses agent/ and remote/, never the other way round: no cycle between
+    the CLI and the packages it drives (each command module lives in rltui.cli)."""
+    import ast
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parents[2] / "rltui"
+    offenders = []
+    for package in ("agent", "remote", "cluster", "sources", "diagnosis", "parsing"):
+        for path in (root / package).rglob("*.py"):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                         [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                if any(n == "rltui.cli" or n.startswith("rltui.cli.") for n in names):
+                    offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+                if isinstance(node, ast.ImportFrom) and node.module == "rltui" and any(
+                        a.name == "cli" for a in node.names):
+                    offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert offenders == []

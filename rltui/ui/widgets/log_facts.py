@@ -96,15 +96,20 @@ def _keep_best(into: dict, key: object, f: LogFileState) -> None:
         into[key] = f
 
 
-_last: tuple[NodeSnapshot, LogIndex] | None = None
+_indexes: dict[int, tuple[NodeSnapshot, LogIndex]] = {}  # id -> (the snapshot, its index)
 
 
 def log_index(snap: NodeSnapshot) -> LogIndex:
-    """The index of ``snap``, built once however many panes ask."""
-    global _last
-    if _last is None or _last[0] is not snap:
-        _last = (snap, LogIndex(snap))
-    return _last[1]
+    """The index of ``snap``, built once however many panes ask (a few snapshots are kept:
+    the node's and each job's view of the same evaluation)."""
+    hit = _indexes.get(id(snap))
+    if hit is not None and hit[0] is snap:
+        return hit[1]
+    if len(_indexes) >= 16:
+        _indexes.pop(next(iter(_indexes)))
+    index = LogIndex(snap)
+    _indexes[id(snap)] = (snap, index)
+    return index
 
 
 # -- steps ----------------------------------------------------------------------------------------

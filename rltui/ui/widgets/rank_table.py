@@ -67,6 +67,7 @@ class RankPane(TablePane):
         self._utils: dict[int, float | None] = {}  # GPU util by index, for this view
         self._logs: LogIndex | None = None  # log files of this view's snapshot
         self._stack_classes: dict[int, tuple[str, StackClass]] = {}  # member -> class
+        self._job_views: dict[tuple[str, int], object] = {}  # several jobs: process -> its job
 
     # -- the log feature ------------------------------------------------------------------------
     def log_of(self, proc: ProcInfo | None, rank: int | None = None) -> LogFileState | None:
@@ -75,7 +76,10 @@ class RankPane(TablePane):
         if index is None:
             return None
         if proc is not None:
-            return index.for_proc(proc)
+            # several jobs: a rank's log is looked up among its own job's files only (rank 0
+            # of one job is not rank 0 of the other)
+            mine = self._job_views.get((proc.host, proc.pid))
+            return (log_index(mine.snapshot) if mine is not None else index).for_proc(proc)
         return index.for_rank(rank)
 
     def stack_class(self, proc: ProcInfo, view: View) -> Cell:
@@ -84,6 +88,9 @@ class RankPane(TablePane):
         dim, pal = view.palette.dim, view.palette
         member = proc.rank if proc.rank is not None else -1 - proc.pid
         found = self._stack_classes.get(member)
+        mine = self._job_views.get((proc.host, proc.pid))
+        if mine is not None and view.stacks_job is not None and mine.key != view.stacks_job:
+            found = None  # the classes shown are another job's
         if report is None or found is None:
             return Cell(NOT_YET, dim)
         label, c = found
@@ -117,17 +124,34 @@ class RankPane(TablePane):
             if view.cluster is not None else []
         # Departed rows sit among the live ones by rank: the gap in the ranks is the news.
         # Several jobs: each job's rows together, worst job first (their ranks repeat).
-        job_at = {m: i for i, v in enumerate(view.jobs) if v.job is not None
-                  for m in v.job.members} if len(view.jobs) > 1 else {}
+        several = len([v for v in view.jobs if v.job is not None]) > 1
+        self._job_views = {m: v for v in view.jobs if v.job is not None
+                           for m in v.job.members} if several else {}
+        at = {id(v): i for i, v in enumerate(view.jobs)}
+        # a rank missing from its WORLD_SIZE has no pid: its job's own view holds it
+        missing_at = {(d.rank, id(v)): at[id(v)] for v in view.jobs if several
+                      for d in v.snapshot.departed if not d.pid}
 
         def order(item, host: str) -> tuple:
-            return (job_at.get((host, item.pid), len(job_at)),) + _order(item)
+            job = self._job_views.get((host, item.pid))
+            if job is not None:
+                i = at[id(job)]
+            else:
+                i = next((j for (r, _), j in missing_at.items() if r == item.rank
+                          and not getattr(item, "pid", 1)), len(at))
+            return (i,) + _order(item)
 
         ordered = sorted([(order(p, p.host), _live_key(p), p) for p in live]
                          + [(order(d, _host(d)), _departed_key(d), d) for d in departed]
                          + [(order(r, r.host), f"u{r.host}:{r.pid}", r) for r in unknown],
                          key=lambda t: t[0])
-        rows: list[Row] = [(key, item) for _, key, item in ordered]
+        rows: list[Row] = []
+        seen: set[str] = set()
+        for _, key, item in ordered:
+            while key in seen:  # two jobs each missing the same rank
+                key += "'"
+            seen.add(key)
+            rows.append((key, item))
         keep = {(p.host, p.pid) for p in live} | {(_host(d), d.pid) for d in departed}
         self._last_known = {k: p for k, p in self._last_known.items() if k in keep}
         self._titles(view, live, departed, len(unknown))

@@ -1,5 +1,6 @@
-"""The host flags (``--hosts/--hostfile/--slurm-job/--ray``): checked, turned into a feed for
-the app (``cluster_bundle``) or for ``rltui diagnose`` across nodes, headless.
+"""The host flags (``--hosts/--hostfile/--slurm-job/--ray``) of the app and of diagnose:
+checked, turned into a feed for the app (``cluster_bundle``) or for ``rltui diagnose`` across
+nodes, headless (rltui.remote.headless runs it).
 
 The feed is one agent per node (rltui.remote.feed.AgentFeed over ssh or srun) or a Ray
 cluster's dashboard (rltui.remote.ray). The headless run feeds every reading (already on this
@@ -18,28 +19,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import queue
 import shlex
 import sys
 import time
 from pathlib import Path
 
 from collections.abc import Callable
-from concurrent.futures import wait
 from dataclasses import replace
 
 from rltui.cluster import ClusterMonitor
 from rltui.remote import cluster_report
+from rltui.remote.headless import HeadlessRun
 from rltui.remote.hostlist import (HostlistError, compress, expand, parse_hostfile,
                                    parse_hosts)
 from rltui.remote.feed import AgentFeed, Feed
-from rltui.remote.status import CLOSED, CONNECTING, LOST
 from rltui.redact import scrub_text
 from rltui.remote.transports import DEFAULT_CONNECT_TIMEOUT, Launch, slurm_launches, ssh_launches
+from rltui.cli.common import EXIT_FOUND, EXIT_OK, UsageError, invocation
 
 EXIT_NO_HOST = 3  # no host answered: nothing was diagnosed (as the checks' "could not finish")
 SETTLE_S = 5.0  # beyond the connect timeout: an agent's start-up and first readings
-OBSERVE_EVERY_S = 1.0  # merged snapshots for the rules' history (the idle-vs-busy window)
 HOST_FLAGS = ("hosts", "hostfile", "slurm_job", "ray")
 WITH_HOSTS = ("ssh_option", "remote_rltui", "connect_timeout")  # mean nothing alone
 # diagnose flags that read this node only; across nodes they would silently mean nothing.
@@ -55,7 +54,6 @@ def wanted(args: argparse.Namespace) -> bool:
 
 
 def _usage(message: str) -> Exception:
-    from rltui.cli import UsageError
     return UsageError(message)
 
 
@@ -161,82 +159,6 @@ def launches(args: argparse.Namespace) -> list[Launch]:
                         connect_timeout=timeout, agent_args=extra)
 
 
-class HeadlessRun:
-    """A feed and the monitor it fills; ``run(duration)`` then ``evaluate()``. The feed's
-    threads only queue: the monitor is touched by this thread alone."""
-
-    def __init__(self, feed: Feed, monitor: ClusterMonitor, *, settle_s: float,
-                 dump_timeout: float | None = None) -> None:
-        self.feed = feed
-        self.monitor = monitor
-        self.settle_s = settle_s
-        self.dump_timeout = dump_timeout  # None: no dump request at the end
-        self.events: queue.Queue = queue.Queue()
-        self.notes: list[str] = []
-        for host in feed.hosts():
-            monitor.add_host(host)
-
-    def _settled(self) -> bool:
-        return self.feed.settled()
-
-    def _drain(self) -> None:
-        while True:
-            try:
-                host, reading = self.events.get_nowait()
-            except queue.Empty:
-                return
-            self.monitor.ingest(host, reading)
-
-    def run(self, duration: float) -> None:
-        self.feed.start(lambda host, reading: self.events.put((host, reading)))
-        start = time.monotonic()
-        end, latest = start + duration, start + duration + self.settle_s
-        observed = start
-        while True:
-            now = time.monotonic()
-            if now >= end and (now >= latest or self._settled()):
-                break
-            wait = (end if now < end else min(latest, now + OBSERVE_EVERY_S)) - now
-            try:
-                host, reading = self.events.get(timeout=max(0.0, min(wait, OBSERVE_EVERY_S)))
-            except queue.Empty:
-                continue
-            self.monitor.ingest(host, reading)
-            if time.monotonic() - observed >= OBSERVE_EVERY_S:
-                observed = time.monotonic()
-                self.monitor.follow(self.feed)
-                self.monitor.observe(time.time())
-        if self.dump_timeout is not None:
-            self._dump_at_end(self.dump_timeout)
-        self._drain()
-        self.monitor.follow(self.feed)  # the states now, before closing makes them "closed"
-        self._unanswered()
-
-    def _unanswered(self) -> None:
-        """A node still connecting when the run ends never answered: for this run it is lost
-        (the app would keep waiting; a headless run has to say so)."""
-        for status in self.feed.statuses():
-            host = status.host
-            if status.state == CONNECTING and self.monitor.status(host).last_seen is None:
-                self.monitor.set_status(host, LOST, None, status.reason or (
-                    "no answer before the run ended (still connecting: a slow jump host "
-                    "needs a longer --connect-timeout)"))
-
-    def _dump_at_end(self, timeout: float) -> None:
-        """One blocking round on every node at once: the stacks of the diagnosis are then a
-        fresh, consistent cut, not the last periodic round (up to pyspy.interval old)."""
-        asked = self.feed.dump_all(timeout)
-        wait(list(asked.values()), timeout=timeout + 5.0)
-        lost = {s.host for s in self.feed.statuses() if s.state in (LOST, CLOSED)}
-        for host, future in asked.items():
-            ok, message = future.result() if future.done() else (False, "no answer in time")
-            if not ok and host not in lost:  # a lost node is a host-lost symptom already
-                self.notes.append(f"{host}: the stack dump at the end of the run: {message}")
-
-    def close(self) -> None:
-        self.feed.close()
-
-
 def make_feed(args: argparse.Namespace, settings, *, reconnect: bool) -> Feed:
     """The feed of the host flags: Ray's dashboard, or one agent per node. ``reconnect``:
     the app's streams come back after a node drops; a headless run tries each node once."""
@@ -272,7 +194,7 @@ def dump_wait(settings) -> float:
 
 def run_diagnose(args: argparse.Namespace, settings) -> int:
     """The diagnose command across nodes; returns the exit code."""
-    from rltui import cli, report
+    from rltui import report
     feed = make_feed(args, settings, reconnect=False)
     monitor = ClusterMonitor(thresholds=settings.thresholds)
     timeout = args.connect_timeout or DEFAULT_CONNECT_TIMEOUT
@@ -301,19 +223,19 @@ def run_diagnose(args: argparse.Namespace, settings) -> int:
         print(f"rltui: no host answered ({len(snap.nodes)} tried): nothing was diagnosed{why}",
               file=sys.stderr)
         return EXIT_NO_HOST
-    return cli.EXIT_FOUND if report.should_fail(diagnosis, args.fail_on) else cli.EXIT_OK
+    return EXIT_FOUND if report.should_fail(diagnosis, args.fail_on) else EXIT_OK
 
 
 def write_incident(folder: str, monitor: ClusterMonitor, snap, diagnosis,
                    run_on: Callable[[str], str]) -> None:
     """The incident report of the merged job, with each host's log tails (``host:path``,
     scrubbed by the report) and a nodes section."""
-    from rltui import cli, incident
+    from rltui import incident
     tails = {f"{host}:{path}": lines for host, m in monitor.monitors.items()
              for path, lines in m.tracker.logbook.tails(incident.LOG_TAIL).items()}
     doc = incident.build(incident.ReportInputs(
         snapshot=snap.merged, diagnosis=diagnosis, stacks=snap.stack_report, log_tails=tails,
-        commands=cli.invocation() + cluster_report.stack_commands(snap, run_on), mode="live"))
+        commands=invocation() + cluster_report.stack_commands(snap, run_on), mode="live"))
     doc["nodes"] = cluster_report.nodes_json(snap)
     try:
         md, js = incident.write_report(folder, doc)

@@ -27,7 +27,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from rltui.cli import _add_config_option, _add_source_options
+    from rltui.cli.common import add_config_option, add_source_options
     p.add_argument("--host", metavar="NAME",
                    help="the host name every message carries (default: this machine's name)")
     p.add_argument("--heartbeat", type=float, default=DEFAULT_HEARTBEAT, metavar="S",
@@ -38,12 +38,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "closing, or SIGTERM)")
     p.add_argument("--no-stacks", action="store_true",
                    help="no periodic py-spy rounds (dump requests still work)")
-    _add_source_options(p)
-    _add_config_option(p)
+    add_source_options(p)
+    add_config_option(p)
 
 
 def run(args: argparse.Namespace) -> int:
-    from rltui import cli as main_cli
+    from rltui.cli import common as main_cli
     host = args.host or socket.gethostname()
     out_fd = _take_stdout()
     broken = False
@@ -74,13 +74,13 @@ def _bundle(args: argparse.Namespace, main_cli):
         raise main_cli.UsageError("--heartbeat must be positive")
     if args.duration is not None and args.duration <= 0:
         raise main_cli.UsageError("--duration must be positive")
-    settings, _ = main_cli._settings(args)
-    match, pids = main_cli._source_args(args)
+    settings, _ = main_cli.load_settings(args)
+    match, pids = main_cli.source_args(args)
     if args.no_stacks:
         from dataclasses import replace
         settings = replace(settings, pyspy=replace(settings.pyspy, interval=0))
     from rltui.sources.bundle import live_bundle
-    bundle = live_bundle(settings, match, pids, main_cli._logs(args))
+    bundle = live_bundle(settings, match, pids, main_cli.log_globs(args))
     return bundle, settings.pyspy.interval > 0
 
 

@@ -1,0 +1,217 @@
+"""Command line: argument parsing and the sub-commands, one module each (common, watch,
+diagnose, jobs, oom; agent and the checks keep their own), and the composition root: ``main``.
+
+Only the standard library is imported at module level so ``rltui --help`` starts fast; each
+command imports what it needs. Exit codes: rltui.cli.common.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from rltui.cli.common import (  # noqa: F401 - the public names of rltui.cli
+    EXIT_FOUND, EXIT_NO_JOB, EXIT_OK, EXIT_USAGE, UsageError, add_config_option, add_host_options,
+    add_source_options, invocation, version)
+from rltui.cli.diagnose import cmd_diagnose
+from rltui.cli.jobs import cmd_jobs
+from rltui.cli.oom import cmd_oom
+from rltui.cli.watch import cmd_demo, cmd_record, cmd_replay, cmd_stacks, cmd_watch
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # allow_abbrev=False: argparse matches abbreviations of the top-level options against every
+    # word of the command line, so the agent's --host would be "ambiguous" with --hosts and
+    # --hostfile. Sub-commands keep abbreviations.
+    p = argparse.ArgumentParser(
+        prog="rltui", allow_abbrev=False,
+        description="Live monitor and hang triage for distributed RL training nodes. With no "
+                    "command, watches this node.",
+        epilog="Docs: docs/getting-started.md. Config: $XDG_CONFIG_HOME/rltui/config.yaml or "
+               "RLTUI_CONFIG.")
+    p.add_argument("--version", action="version", version=f"rltui {version()}")
+    add_config_option(p, sub=False)
+    add_source_options(p, sub=False)
+    add_host_options(p, sub=False)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    d = sub.add_parser("demo", help="start a real synthetic multi-process job and watch it",
+                       description="Starts a synthetic training job (one process per rank, "
+                                   "verl-style logs, simulated GPUs) and opens the monitor on it. "
+                                   "The job is stopped when the app quits.")
+    d.add_argument("--scenario", default="healthy", help="what the job does (see --list)")
+    d.add_argument("--ranks", type=int, default=4, help="number of ranks (2-64, default 4)")
+    d.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    add_config_option(d)
+
+    r = sub.add_parser("replay", help="play a recorded scenario folder in the app")
+    r.add_argument("dir", metavar="DIR")
+    r.add_argument("--speed", type=float, default=1.0, help="playback speed (default 1)")
+    add_config_option(r)
+
+    rec = sub.add_parser("record", help="record every reading into a scenario folder",
+                         description="Polls the sources at their cadence and writes every "
+                                     "reading to OUT (see docs/scenarios.md).")
+    rec.add_argument("out", metavar="OUT")
+    rec.add_argument("--duration", type=float, default=60.0, help="seconds (default 60)")
+    rec.add_argument("--demo", metavar="SCENARIO",
+                     help="record a demo job running SCENARIO instead of this node's job")
+    rec.add_argument("--ranks", type=int, default=4, help="demo ranks (with --demo)")
+    add_config_option(rec)
+    add_source_options(rec)
+
+    dg = sub.add_parser("diagnose", help="print the snapshot and diagnosis, headless",
+                        description="Samples the sources (or reads a recording) and prints the "
+                                    "diagnosis. Exit 0: nothing at or above --fail-on; 1: "
+                                    "something is; 2: usage error; 3: across nodes, no node "
+                                    "answered.")
+    dg.add_argument("--replay", metavar="DIR", help="diagnose a recorded scenario folder")
+    dg.add_argument("--json", action="store_true", help="print JSON (docs/diagnose-json.md)")
+    dg.add_argument("--fail-on", choices=("warning", "critical"), default="critical",
+                    help="lowest severity that makes the exit code 1 (default critical)")
+    dg.add_argument("--duration", type=float, default=None,
+                    help="seconds to sample live sources (default: one sample, and when it "
+                         "suggests a hang a second one thresholds.stack_sample_gap_s later to "
+                         "confirm it; sustained checks need more)")
+    dg.add_argument("--quick", action="store_true",
+                    help="one sample only: no confirming second sample")
+    dg.add_argument("--live", action="store_true",
+                    help="with --log/--stacks: also watch this node's training processes (by "
+                         "default saved files are read alone, with nothing of the node mixed in)")
+    dg.add_argument("--stacks", metavar="PATH",
+                    help="also read saved stack dumps and classify the hang: a folder (one "
+                         "file per process, rank<N> in the file name) or one file (a shell "
+                         "loop's output, a log with dumps in it); py-spy text or JSON, "
+                         "faulthandler, with Ray/torchrun/docker prefixes (docs/stacks.md)")
+    dg.add_argument("--report", metavar="DIR",
+                    help="also write an incident report (incident.md and incident.json) into "
+                         "DIR: symptoms, stack classes, ranks, log tails, debug env, commands")
+    dg.add_argument("--job-config", metavar="FILE",
+                    help="the job's config, for the OOM triage (default: from its command line)")
+    dg.add_argument("--model-config", metavar="FILE",
+                    help="the model's HF config.json, for the OOM memory estimate")
+    dg.add_argument("--now", metavar="TIME",
+                    help="what 'now' is for stall checks on logs read offline: POSIX seconds "
+                         "or an ISO time such as 2026-03-01T12:00:00 (default: the time of "
+                         "this run)")
+    dg.add_argument("--demo", metavar="SCENARIO",
+                    help="diagnose a demo job started for the purpose (try it without a job)")
+    dg.add_argument("--ranks", type=int, default=4, help="demo ranks (with --demo)")
+    add_config_option(dg)
+    add_source_options(dg)
+    hosts = add_host_options(dg)
+    hosts.add_argument("--no-dump", action="store_true",
+                       help="no stack dump of every rank at the end of the run (the stacks "
+                            "are then the nodes' last periodic, non-blocking round)")
+
+    jb = sub.add_parser("jobs", help="list the training jobs on this node",
+                        description="Groups the node's training processes into jobs (by "
+                                    "launcher, rendezvous, run id, Slurm step, Ray job and the "
+                                    "process tree) and lists each with its launcher, ranks, "
+                                    "world size and verdict (docs/jobs.md). Exit 0: jobs "
+                                    "listed; 2: usage error; 4: no job found.")
+    jb.add_argument("--json", action="store_true", help="print JSON (docs/jobs.md)")
+    jb.add_argument("--duration", type=float, default=1.0,
+                    help="seconds to sample the sources (default 1)")
+    jb.add_argument("--demo", metavar="SCENARIO", help=argparse.SUPPRESS)
+    jb.add_argument("--ranks", type=int, default=4, help=argparse.SUPPRESS)
+    add_config_option(jb)
+    add_source_options(jb)
+
+    om = sub.add_parser("oom", help="triage a CUDA OOM: phase, config changes, a patch",
+                        description="Reads the logs (--log, or this node's job), finds the latest "
+                                    "OOM, decides the training phase, loads the job's config and "
+                                    "proposes ranked config changes with a patch (docs/oom.md). "
+                                    "Exit 0: an OOM was triaged; 1: no OOM found; 2: usage error.")
+    om.add_argument("--config", dest="job_config", metavar="FILE",
+                    help="the job's config (verl Hydra YAML, AReaL YAML); default: found from "
+                         "the job's command line")
+    om.add_argument("--model-config", metavar="FILE",
+                    help="the model's HF config.json (or its folder), for the memory estimate")
+    om.add_argument("--json", action="store_true", help="print the oom object as JSON")
+    om.add_argument("--duration", type=float, default=1.0,
+                    help="seconds to sample a live job's sources (default 1)")
+    add_source_options(om)
+
+    st = sub.add_parser("stacks", help="compare saved py-spy dumps of all ranks (STAT-style)",
+                        description="Opens the compare screen on a folder of saved py-spy dumps: "
+                                    "one file per process, text or --json in any mix, rank<N> "
+                                    "in the file name, or one file with several dumps (a shell "
+                                    "loop's output, a log with dumps in it, faulthandler "
+                                    "output).")
+    st.add_argument("dir", metavar="PATH")
+    add_config_option(st)
+
+    from rltui.cli.agent import add_arguments as agent_arguments
+    agent_arguments(sub.add_parser(
+        "agent", help="headless collector for one node: readings as JSON lines on stdout",
+        description="Collects on this node (GPUs, processes and ranks, log tails, py-spy dumps "
+                    "on request) and streams readings as JSON lines on stdout; takes requests "
+                    "(dump, tail, stop) as JSON lines on stdin. What a multi-node rltui starts "
+                    "on each node over ssh or srun (docs/agent.md)."))
+
+    from rltui.checks.rollout.cli import add_arguments as rollout_arguments
+    from rltui.checks.workflow.cli import add_arguments as workflow_arguments
+    rollout_arguments(sub.add_parser(
+        "rollout-check", help="compare a reference (HF model or endpoint) with an inference "
+                              "server, greedy, token by token",
+        description="Sends the same token ids, greedy, to a reference (a local HF transformers "
+                    "model or a second endpoint) and to the inference server, and reports "
+                    "agreement, the first divergent token, answer accuracy on each side and the "
+                    "log-prob difference (docs/rollout-check.md). Exit 0: consistent; 1: "
+                    "divergence found; 2: usage or input error; 3: could not finish (partial "
+                    "results kept); 130: interrupted (partial report printed)."))
+    workflow_arguments(sub.add_parser(
+        "workflow-check", help="run an agent workflow once, then at RL concurrency",
+        description="Imports module:Class with `async def run(self, data, **extra_kwargs)`, "
+                    "runs one sample, then local_bs x group_size at once, and reports errors by "
+                    "type, timeouts (with the pending tasks), invalid rewards, latency and "
+                    "whether sequential and concurrent results agree (docs/workflow-check.md). "
+                    "Exit 0: passed; 1: problems found; 2: usage or import error; 3: could not "
+                    "finish; 130: interrupted (partial report printed)."))
+    return p
+
+COMMANDS = {None: cmd_watch, "demo": cmd_demo, "replay": cmd_replay, "record": cmd_record,
+            "diagnose": cmd_diagnose, "stacks": cmd_stacks, "oom": cmd_oom, "jobs": cmd_jobs,
+            "agent": lambda args: _agent(args),
+            "rollout-check": lambda args: _check("rollout", args),
+            "workflow-check": lambda args: _check("workflow", args)}
+
+def _agent(args: argparse.Namespace) -> int:
+    from rltui.cli.agent import run
+    return run(args)
+
+def _check(name: str, args: argparse.Namespace) -> int:
+    """Both checks live in rltui.checks; their modules own flags, output and exit codes."""
+    import importlib
+    return importlib.import_module(f"rltui.checks.{name}.cli").run(args)
+
+def _hosts_only_where_read(args: argparse.Namespace) -> None:
+    """The host flags are read by the app and by diagnose; given before another command they
+    would be dropped without a word (``rltui --hosts a demo`` watching this node)."""
+    from rltui.cli.hosts import HOST_FLAGS, WITH_HOSTS
+    if args.command in (None, "diagnose"):
+        return
+    given = [f"--{n.replace('_', '-')}" for n in HOST_FLAGS + WITH_HOSTS
+             if getattr(args, n, None) is not None]
+    if given:
+        raise UsageError(f"{', '.join(given)}: not an option of {args.command} (only of the "
+                         "app itself and of diagnose)")
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        _hosts_only_where_read(args)
+        return COMMANDS[args.command](args)
+    except UsageError as exc:
+        print(f"rltui: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,163 @@
+"""What every command shares: exit codes, the usage error, the shared options, reading
+the settings and the job selection, starting the demo. Only the standard library is imported at
+module level, so ``rltui --help`` stays fast; each helper imports what it needs.
+
+Exit codes: 0 fine, 1 something at or above ``--fail-on`` (diagnose), 2 usage or input errors,
+3 across nodes no node answered, 4 no training job found (docs/diagnose-json.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+EXIT_OK, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
+
+EXIT_NO_JOB = 4  # nothing to watch: no process matched, a --pid that does not exist
+
+class UsageError(Exception):
+    """A problem the user can fix; printed as ``rltui: error: ...`` with exit code 2."""
+
+def add_source_options(p: argparse.ArgumentParser, sub: bool = True) -> None:
+    # On sub-commands the defaults are suppressed so that an option given before the command
+    # (``rltui --pid 5 diagnose``) is not overwritten by the sub-parser's default.
+    dflt = argparse.SUPPRESS if sub else None
+    g = p.add_argument_group("which processes form the job (default: Python processes with "
+                             "RANK or LOCAL_RANK in their environment, and Ray workers)")
+    g.add_argument("--match", metavar="REGEX", default=dflt,
+                   help="processes whose command line matches REGEX")
+    g.add_argument("--pid", metavar="PID", type=int, action="append",
+                   default=dflt if sub else [],
+                   help="this process and its children (repeatable)")
+    g.add_argument("--job", metavar="ID", default=dflt,
+                   help="one job of several on the node: its id (`rltui jobs`), its name, or "
+                        "the pid of its launcher or of one of its processes")
+    g.add_argument("--log", metavar="PATH_OR_GLOB", action="append",
+                   default=dflt if sub else [],
+                   help="also follow these log files (repeatable; quote globs). The ranks' "
+                        "stdout/stderr files are found without it")
+
+def add_config_option(p: argparse.ArgumentParser, sub: bool = True) -> None:
+    p.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS if sub else None,
+                   help="config file (default: RLTUI_CONFIG, else the XDG config path)")
+
+def add_host_options(p: argparse.ArgumentParser, sub: bool = True):
+    # On diagnose the defaults are suppressed, as for the source options: ``rltui --hosts a
+    # diagnose`` keeps the top-level value.
+    dflt = argparse.SUPPRESS if sub else None
+    g = p.add_argument_group("across nodes (one agent per node, or Ray; docs/multi-node.md)")
+    g.add_argument("--hosts", metavar="LIST", default=dflt,
+                   help="the job's nodes as a hostlist, each optionally user@ "
+                        "(node[01-16],gpu-a3), reached over ssh")
+    g.add_argument("--hostfile", metavar="FILE", default=dflt,
+                   help="the job's nodes, one host or hostlist per line (MPI hostfiles read)")
+    g.add_argument("--slurm-job", metavar="JOBID", default=dflt,
+                   help="the nodes of a running Slurm job (squeue), agents started by srun")
+    g.add_argument("--ray", metavar="ADDRESS", default=dflt,
+                   help="a Ray cluster's dashboard (http://HEAD:8265): nodes, workers, actors "
+                        "and their stacks through Ray itself (docs/ray.md)")
+    g.add_argument("--ssh-option", metavar="OPT", action="append", default=dflt,
+                   help="options for ssh, split like a shell would (repeatable; "
+                        "--ssh-option=-p2222, --ssh-option='-J bastion')")
+    g.add_argument("--remote-rltui", metavar="PATH", default=dflt,
+                   help="rltui on the nodes when it is not on their PATH "
+                        "(/shared/venv/bin/rltui)")
+    g.add_argument("--connect-timeout", metavar="S", type=int, default=dflt,
+                   help="seconds for ssh to reach a node, or for Ray's dashboard to answer "
+                        "(default 10)")
+    return g
+
+def version() -> str:
+    from rltui import __version__
+    return __version__
+
+def load_settings(args: argparse.Namespace):
+    from rltui import config
+    path = Path(args.config).expanduser() if args.config else config.config_path()
+    if args.config and not path.is_file():
+        raise UsageError(f"config file {path}: not found")
+    try:
+        return config.load(path), path
+    except config.ConfigError as exc:
+        raise UsageError(f"config error: {exc}") from None
+
+def parse_now(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    from datetime import datetime
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise UsageError(f"--now {text!r}: expected POSIX seconds or an ISO time such as "
+                         "2026-03-01T12:00:00") from None
+
+def source_args(args: argparse.Namespace) -> tuple[str | None, list[int]]:
+    match = getattr(args, "match", None)
+    if match:
+        import re
+        try:
+            re.compile(match)
+        except re.error as exc:
+            raise UsageError(f"--match {match!r}: not a valid regular expression: {exc}") from None
+    pids = list(getattr(args, "pid", []) or [])
+    for pid in pids:
+        if pid <= 0:
+            raise UsageError(f"--pid {pid}: not a process id")
+    return match, pids
+
+def start_demo(scenario: str, ranks: int):
+    from rltui.demo.job import SCENARIOS, DemoJob
+    if scenario not in SCENARIOS:
+        raise UsageError(f"unknown scenario {scenario!r}; choose one of: {', '.join(SCENARIOS)}")
+    try:
+        job = DemoJob(scenario=scenario, ranks=ranks)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    job.start()
+    return job
+
+def log_globs(args: argparse.Namespace) -> list[str]:
+    return list(getattr(args, "log", None) or [])
+
+def load_scenario(path: str):
+    from rltui.sources.replay import ScenarioError, load
+    try:
+        return load(path)
+    except ScenarioError as exc:
+        raise UsageError(str(exc)) from None
+
+def live_or_demo_bundle(args: argparse.Namespace, settings):
+    from rltui.sources.bundle import demo_bundle, live_bundle
+    if getattr(args, "demo", None):
+        job = start_demo(args.demo, args.ranks)
+        return demo_bundle(settings, job)
+    match, pids = source_args(args)
+    return live_bundle(settings, match, pids, log_globs(args))
+
+def job_option(args: argparse.Namespace) -> str | None:
+    wanted = getattr(args, "job", None)
+    if wanted is not None and not str(wanted).strip():
+        raise UsageError("--job: empty; give a job id from `rltui jobs`, a name or a pid")
+    return str(wanted).strip() if wanted is not None else None
+
+def say_no_job(monitor, snap) -> None:
+    if monitor.focus is not None:
+        here = ", ".join(v.job.id for v in monitor.jobs if v.job is not None) or "none"
+        why = monitor.focus_problem or f"jobs here: {here}"
+        print(f"rltui: no job {monitor.focus!r} on this node ({why}); `rltui jobs` lists "
+              "them", file=sys.stderr)
+        return
+    print(f"rltui: no training job found ({snap.job or 'ranks found by environment'}); "
+          "choose one with --pid PID, --match REGEX, or read saved files with --log/--stacks",
+          file=sys.stderr)
+
+def invocation() -> list[str]:
+    """How rltui was run, secrets redacted (for the incident report's commands)."""
+    import shlex
+
+    from rltui.redact import redact_argv
+    return ["rltui " + shlex.join(redact_argv(sys.argv[1:]))]

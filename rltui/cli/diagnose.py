@@ -1,0 +1,220 @@
+"""``rltui diagnose``: sample the sources (or read a recording, or saved files), confirm a
+suspected hang with more samples, print the document or the text report, the OOM triage, the
+config doctor, and write the incident report on request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from rltui.cli.common import (
+    EXIT_FOUND, EXIT_NO_JOB, EXIT_OK, UsageError, invocation, job_option, live_or_demo_bundle,
+    load_scenario, load_settings, log_globs, parse_now, say_no_job)
+
+
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    settings, _ = load_settings(args)
+    # No --duration: one sample, confirmed by a second when it suggests a hang (not --quick).
+    confirm = args.duration is None and not args.quick
+    args.duration = 1.0 if args.duration is None else args.duration
+    from rltui.cli import hosts as cluster_run
+    if cluster_run.wanted(args):
+        return cluster_run.run_diagnose(args, settings)
+    if args.no_dump:
+        raise UsageError("--no-dump needs --hosts, --hostfile, --slurm-job or --ray (on this "
+                         "node the stacks are the periodic, non-blocking rounds anyway)")
+    from rltui import report
+    from rltui.monitor import Monitor
+    saved = _saved_stacks(args.stacks) if args.stacks else None
+    bundle = None
+    if args.replay:
+        scenario = load_scenario(args.replay)
+        monitor = Monitor(host=scenario.host, job=scenario.job, thresholds=settings.thresholds,
+                          history_len=settings.history)
+        monitor.focus = job_option(args)
+        result = monitor.replay(scenario.readings)
+        if result is None:
+            raise UsageError(f"{args.replay}: the recording holds no readings")
+        notes = list(scenario.warnings)
+        mode, now_source = "replay", "recording"
+        now = result[0].timestamp
+    else:
+        if args.duration < 0:
+            raise UsageError("--duration must not be negative")
+        now = parse_now(args.now) if args.now else None
+        sampling = None
+        from rltui.sources.bundle import offline_bundle, run_schedule
+        offline = _offline(args)
+        bundle = offline_bundle(settings, log_globs(args)) if offline else \
+            live_or_demo_bundle(args, settings)
+        if saved is not None:
+            # The saved dumps are the stacks to read: no live py-spy rounds beside them.
+            bundle.specs = [s for s in bundle.specs if s.source is not bundle.stacks]
+        monitor = Monitor(host=bundle.host, job=bundle.job, thresholds=settings.thresholds,
+                          history_len=settings.history)
+        monitor.focus = job_option(args)
+
+        def fold(reading):
+            monitor.ingest(reading)
+            monitor.observe(time.time())
+
+        try:
+            run_schedule(bundle.specs, args.duration, fold)
+            if confirm and not offline and bundle.stacks is not None and any(
+                    spec.source is bundle.stacks for spec in bundle.specs):
+                sampling = _confirm(bundle, monitor, fold, settings.thresholds)
+        finally:
+            bundle.close()
+        now_source = "--now" if args.now else "clock"
+        if now is not None:
+            monitor.tracker.now_source = f"--now {args.now}"
+        elif offline:
+            # Offline, "now" is when the evidence was captured: a healthy job's logs saved
+            # beside its dumps are not "stalled" because they are read a day later.
+            captured = _captured_at(args)
+            if captured is not None:
+                now, now_source = captured, "files"
+                monitor.tracker.now_source = "the newest modification time of the given files"
+        now = now if now is not None else time.time()
+        result = monitor.evaluate(now)
+        notes, mode = [], bundle.mode
+    if args.replay:
+        sampling = None
+    if saved is not None:
+        from rltui.sources.dumpfolder import folder_reading
+        dumps, problems = saved
+        monitor.tracker.clear_stacks()  # a recording's own rounds are not samples of these
+        monitor.ingest(folder_reading(args.stacks, dumps, clock=lambda: now))
+        result = monitor.evaluate(now)
+        notes += [f"--stacks: {p}" for p in problems]
+    snap, diagnosis = result
+    if notes:
+        from dataclasses import replace
+        diagnosis = replace(diagnosis, notes=diagnosis.notes + tuple(notes))
+    if args.json:
+        import json
+        doc = report.to_json(snap, diagnosis, mode, now_source, stacks=monitor.stacks,
+                             jobs=monitor.jobs, focus=monitor.focus_id or monitor.focus,
+                             stacks_job=monitor.stacks_job)
+        if sampling is not None:
+            doc["samples"], doc["samples_apart_s"] = sampling
+        oom = _oom(monitor, snap, args.job_config, args.model_config)
+        if oom is not None:
+            from rltui.diagnosis.oom.report import report_json as oom_json
+            doc["oom"] = oom_json(oom)
+        found = _doctor(snap, diagnosis, args.job_config)
+        if found:
+            doc["config_doctor"] = found
+        print(json.dumps(doc, indent=2))
+    else:
+        sys.stdout.write(report.to_text(snap, diagnosis, stacks=monitor.stacks,
+                                        jobs=monitor.jobs if monitor.focus is None else ()))
+        oom = _oom(monitor, snap, args.job_config, args.model_config)
+        if oom is not None:
+            from rltui.diagnosis.oom.report import report_text
+            sys.stdout.write("\n" + report_text(oom))
+        for finding in _doctor(snap, diagnosis, args.job_config):
+            sys.stdout.write(f"config doctor: {finding}\n")
+    if args.report:
+        _write_incident(args.report, monitor, snap, diagnosis, mode)
+    if any(s.id == "no-job-found" for s in diagnosis.symptoms):
+        say_no_job(monitor, snap)
+        return EXIT_NO_JOB
+    return EXIT_FOUND if report.should_fail(diagnosis, args.fail_on) else EXIT_OK
+
+def _confirm(bundle, monitor, fold, thresholds) -> tuple[int, float | None]:
+    """A second sample when the first suggests a hang: every source polled again once the stack
+    sample gap has passed, so the verdict rests on both (stuck or moving, busy loop). Ranks on
+    CPU in the same function twice may be a busy loop or a job that spends most of its step
+    there, caught twice at the same point of its period: a third sample, 1.5 gaps later (an
+    offset no step period aliases with both), decides. Returns (samples taken, seconds from
+    the first stack round to the last)."""
+    from rltui.diagnosis.stacks import BUSY_LOOP
+    from rltui.sources.bundle import run_schedule
+    first = monitor.evaluate(time.time())[0].stacks
+    if not first or not monitor.suggests_hang():
+        return 1, None
+    gap = thresholds.stack_sample_gap_s
+    print(f"rltui diagnose: the first sample suggests a hang; confirming with a second one in "
+          f"{gap:g} s (--quick skips this)", file=sys.stderr)
+    taken, last = 1, first[-1]
+    for wait_gaps in (1.0, 1.5):
+        wait = last.started + gap * wait_gaps - time.time()
+        if wait > 0:
+            time.sleep(wait)
+        run_schedule(bundle.specs, 0, fold)  # every source polled once now
+        rounds = monitor.evaluate(time.time())[0].stacks
+        if not rounds or rounds[-1] is last:
+            break
+        taken, last = taken + 1, rounds[-1]
+        reports = [monitor.stacks] if monitor.focus is not None else \
+            [v.stacks for v in monitor.jobs]
+        if not any(rep is not None and rep.symptom_id == BUSY_LOOP for rep in reports):
+            break
+        print("rltui diagnose: ranks on CPU in the same function twice; a third sample tells a "
+              "busy loop from a long step", file=sys.stderr)
+    return taken, (last.started - first[-1].started) if taken > 1 else None
+
+def _offline(args: argparse.Namespace) -> bool:
+    """Saved files given and no live selection (--match, --pid, --live, --demo): read only
+    what was given."""
+    given = bool(log_globs(args) or getattr(args, "stacks", None))
+    live = bool(getattr(args, "match", None) or getattr(args, "pid", None)
+                or getattr(args, "live", False) or getattr(args, "demo", None))
+    return given and not live and not getattr(args, "replay", None)
+
+def _captured_at(args: argparse.Namespace) -> float | None:
+    """The newest modification time of the files given (--log globs, --stacks PATH)."""
+    import glob
+    import os
+    paths = [p for g in log_globs(args) for p in glob.glob(os.path.expanduser(g))]
+    stacks = getattr(args, "stacks", None)
+    if stacks:
+        paths += [os.path.join(stacks, n) for n in os.listdir(stacks)] \
+            if os.path.isdir(stacks) else [stacks]
+    times = []
+    for p in paths[:100_000]:
+        try:
+            if os.path.isfile(p):
+                times.append(os.stat(p).st_mtime)
+        except OSError:
+            continue
+    # a file dated in the future (a clock ahead on another host) was not written after now
+    return min(max(times), time.time()) if times else None
+
+def _oom(monitor, snap, job_config: str | None, model_config: str | None):
+    """The OOM report of the snapshot's latest OOM, or None when its logs hold none."""
+    from rltui.sources.oominputs import oom_report
+    return oom_report(snap, monitor.tracker.logbook.lines(), job_config=job_config,
+                      model_config=model_config)
+
+STALL_SYMPTOMS = ("steps-stalled", "hang-busy-loop")
+
+def _doctor(snap, diagnosis, job_config: str | None) -> list[str]:
+    """The config doctor, when the steps stall (its findings explain a rollout that waits)."""
+    if not any(s.id in STALL_SYMPTOMS for s in diagnosis.symptoms):
+        return []
+    from rltui.sources.oominputs import config_doctor
+    return config_doctor(snap, job_config)
+
+def _saved_stacks(folder: str):
+    from rltui.sources.dumpfolder import NotAFolder, read_dump_folder
+    try:
+        return read_dump_folder(folder)
+    except NotAFolder as exc:
+        raise UsageError(f"--stacks {exc}") from None
+
+def _write_incident(folder: str, monitor, snap, diagnosis, mode: str) -> None:
+    from rltui import incident
+    doc = incident.build(incident.ReportInputs(
+        snapshot=snap, diagnosis=diagnosis, stacks=monitor.stacks,
+        log_tails=monitor.tracker.logbook.tails(incident.LOG_TAIL),
+        commands=invocation() + incident.stack_commands(snap), mode=mode))
+    try:
+        md, js = incident.write_report(folder, doc)
+    except OSError as exc:
+        raise UsageError(f"--report {folder}: cannot write: {exc.strerror or exc}") from None
+    print(f"rltui: incident report written to {md} and {js}", file=sys.stderr)

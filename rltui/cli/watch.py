@@ -1,0 +1,108 @@
+"""The commands that open the app: watch this node (no command), the demo, a replay, the
+stack compare screen; and ``record``, which polls the same sources into a scenario folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from rltui.cli.common import (
+    EXIT_OK, UsageError, invocation, job_option, live_or_demo_bundle, load_scenario, load_settings,
+    log_globs, source_args, start_demo)
+
+
+def run_app(bundle, settings, config_path, job: str | None = None) -> int:
+    from rltui.ui.app import build_app
+    try:
+        build_app(bundle, settings, config_path, commands=invocation(), job=job).run()
+    finally:
+        bundle.close()
+    # A poll stuck in the outside world (NVML hung in the driver, a py-spy that never returns)
+    # sits in a worker thread that the interpreter would join at exit; the app is done and the
+    # bundle closed, so leave without waiting for it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_OK)
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    settings, path = load_settings(args)
+    from rltui.cli import hosts as cluster_run
+    if cluster_run.wanted(args):
+        return run_app(cluster_run.cluster_bundle(args, settings), settings, path)
+    match, pids = source_args(args)
+    from rltui.sources.bundle import live_bundle
+    return run_app(live_bundle(settings, match, pids, log_globs(args)), settings, path,
+                    job=job_option(args))
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    if args.list:
+        from rltui.demo.job import SCENARIOS
+        for name, text in SCENARIOS.items():
+            print(f"{name:22} {text}")
+        return EXIT_OK
+    settings, path = load_settings(args)
+    job = start_demo(args.scenario, args.ranks)
+    from rltui.sources.bundle import demo_bundle
+    try:
+        bundle = demo_bundle(settings, job)
+    except BaseException:
+        job.stop()
+        raise
+    return run_app(bundle, settings, path)
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    settings, path = load_settings(args)
+    if args.speed <= 0:
+        raise UsageError("--speed must be positive")
+    scenario = load_scenario(args.dir)
+    for warning in scenario.warnings:
+        print(f"rltui: warning: {warning}", file=sys.stderr)
+    from rltui.sources.bundle import replay_bundle
+    return run_app(replay_bundle(scenario, args.speed), settings, path)
+
+def cmd_record(args: argparse.Namespace) -> int:
+    settings, _ = load_settings(args)
+    if job_option(args) is not None:
+        raise UsageError("--job: record keeps every job's readings; choose the job when "
+                         "reading the recording (rltui diagnose --replay DIR --job ID)")
+    if args.duration <= 0:
+        raise UsageError("--duration must be positive")
+    from rltui.sources.bundle import run_schedule
+    from rltui.sources.record import Recorder
+    out = Path(args.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"{out}: exists and is not an empty folder")
+    bundle = live_or_demo_bundle(args, settings)
+    try:
+        bundle.recorder = Recorder(out, host=bundle.host, job=bundle.job,
+                                   intervals=bundle.intervals(),
+                                   description=f"rltui record, {args.duration:g} s")
+        print(f"recording {bundle.job} to {out} for {args.duration:g} s (Ctrl-C stops early)",
+              file=sys.stderr)
+        try:
+            run_schedule(bundle.specs, args.duration, bundle.recorder.write)
+        except KeyboardInterrupt:
+            print("stopped early", file=sys.stderr)
+        print(f"wrote {bundle.recorder.count} readings to {out}", file=sys.stderr)
+    finally:
+        bundle.close()
+    return EXIT_OK
+
+def cmd_stacks(args: argparse.Namespace) -> int:
+    """Open the compare screen on a folder of saved dumps."""
+    settings, path = load_settings(args)
+    dumps, problems = _saved_stacks(args.dir)
+    if not dumps:
+        raise UsageError(f"{args.dir}: no py-spy dumps found"
+                         + (f" ({'; '.join(problems[:3])})" if problems else ""))
+    from rltui.diagnosis.stacks import classify
+    from rltui.sources.sourcelines import read_source
+    from rltui.ui.stacks_app import build_stacks_app
+    stacks = classify([dumps])
+    app = build_stacks_app(stacks, problems=problems, source_lines=read_source,
+                           title=f"rltui stacks {args.dir}", theme=settings.theme)
+    app.run()
+    return EXIT_OK
