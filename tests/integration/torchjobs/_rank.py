@@ -56,3 +56,13 @@ def park() -> None:
 
 def tensor(value: float = 1.0, n: int = 4) -> torch.Tensor:
     return torch.full((n,), value)
+
+
+def keep_sockets_open() -> None:
+    """Fork a child that holds this rank's sockets open and idles (as a DataLoader worker
+    forked after the group was made does), so the peers keep waiting after the rank dies
+    instead of gloo noticing a closed socket. The child dies with the test."""
+    if os.fork() == 0:
+        signal.alarm(int(os.environ.get("TORCHJOB_LIFETIME", "300")))
+        signal.pause()
+        os._exit(0)

@@ -9,7 +9,6 @@ test kills the rank's process group.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 
 import torch.distributed as dist
@@ -22,10 +21,7 @@ def train(rank: int, world: int) -> None:
         grad = _rank.tensor(float(step))
         if step == _rank.FAIL_STEP:
             if rank == world - 1:
-                if os.fork() == 0:  # the "worker" holding the sockets
-                    signal.alarm(int(os.environ.get("TORCHJOB_LIFETIME", "300")))
-                    signal.pause()
-                    os._exit(0)
+                _rank.keep_sockets_open()  # the "worker" holding the sockets
                 print("RuntimeError: DataLoader worker (pid(s) 4242) exited unexpectedly",
                       file=sys.stderr, flush=True)
                 os._exit(1)
