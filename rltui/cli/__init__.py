@@ -172,20 +172,24 @@ def build_parser() -> argparse.ArgumentParser:
                     "finish; 130: interrupted (partial report printed)."))
     return p
 
+
 COMMANDS = {None: cmd_watch, "demo": cmd_demo, "replay": cmd_replay, "record": cmd_record,
             "diagnose": cmd_diagnose, "stacks": cmd_stacks, "oom": cmd_oom, "jobs": cmd_jobs,
             "agent": lambda args: _agent(args),
             "rollout-check": lambda args: _check("rollout", args),
             "workflow-check": lambda args: _check("workflow", args)}
 
+
 def _agent(args: argparse.Namespace) -> int:
     from rltui.cli.agent import run
     return run(args)
+
 
 def _check(name: str, args: argparse.Namespace) -> int:
     """Both checks live in rltui.checks; their modules own flags, output and exit codes."""
     import importlib
     return importlib.import_module(f"rltui.checks.{name}.cli").run(args)
+
 
 def _hosts_only_where_read(args: argparse.Namespace) -> None:
     """The host flags are read by the app and by diagnose; given before another command they
@@ -198,6 +202,7 @@ def _hosts_only_where_read(args: argparse.Namespace) -> None:
     if given:
         raise UsageError(f"{', '.join(given)}: not an option of {args.command} (only of the "
                          "app itself and of diagnose)")
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
@@ -212,6 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

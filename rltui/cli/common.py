@@ -15,10 +15,13 @@ from pathlib import Path
 
 EXIT_OK, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
 
+
 EXIT_NO_JOB = 4  # nothing to watch: no process matched, a --pid that does not exist
+
 
 class UsageError(Exception):
     """A problem the user can fix; printed as ``rltui: error: ...`` with exit code 2."""
+
 
 def add_source_options(p: argparse.ArgumentParser, sub: bool = True) -> None:
     # On sub-commands the defaults are suppressed so that an option given before the command
@@ -39,9 +42,11 @@ def add_source_options(p: argparse.ArgumentParser, sub: bool = True) -> None:
                    help="also follow these log files (repeatable; quote globs). The ranks' "
                         "stdout/stderr files are found without it")
 
+
 def add_config_option(p: argparse.ArgumentParser, sub: bool = True) -> None:
     p.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS if sub else None,
                    help="config file (default: RLTUI_CONFIG, else the XDG config path)")
+
 
 def add_host_options(p: argparse.ArgumentParser, sub: bool = True):
     # On diagnose the defaults are suppressed, as for the source options: ``rltui --hosts a
@@ -69,9 +74,11 @@ def add_host_options(p: argparse.ArgumentParser, sub: bool = True):
                         "(default 10)")
     return g
 
+
 def version() -> str:
     from rltui import __version__
     return __version__
+
 
 def load_settings(args: argparse.Namespace):
     from rltui import config
@@ -82,6 +89,7 @@ def load_settings(args: argparse.Namespace):
         return config.load(path), path
     except config.ConfigError as exc:
         raise UsageError(f"config error: {exc}") from None
+
 
 def parse_now(text: str) -> float:
     try:
@@ -94,6 +102,7 @@ def parse_now(text: str) -> float:
     except ValueError:
         raise UsageError(f"--now {text!r}: expected POSIX seconds or an ISO time such as "
                          "2026-03-01T12:00:00") from None
+
 
 def source_args(args: argparse.Namespace) -> tuple[str | None, list[int]]:
     match = getattr(args, "match", None)
@@ -109,6 +118,7 @@ def source_args(args: argparse.Namespace) -> tuple[str | None, list[int]]:
             raise UsageError(f"--pid {pid}: not a process id")
     return match, pids
 
+
 def start_demo(scenario: str, ranks: int):
     from rltui.demo.job import SCENARIOS, DemoJob
     if scenario not in SCENARIOS:
@@ -120,8 +130,10 @@ def start_demo(scenario: str, ranks: int):
     job.start()
     return job
 
+
 def log_globs(args: argparse.Namespace) -> list[str]:
     return list(getattr(args, "log", None) or [])
+
 
 def load_scenario(path: str):
     from rltui.sources.replay import ScenarioError, load
@@ -129,6 +141,7 @@ def load_scenario(path: str):
         return load(path)
     except ScenarioError as exc:
         raise UsageError(str(exc)) from None
+
 
 def live_or_demo_bundle(args: argparse.Namespace, settings):
     from rltui.sources.bundle import demo_bundle, live_bundle
@@ -138,11 +151,13 @@ def live_or_demo_bundle(args: argparse.Namespace, settings):
     match, pids = source_args(args)
     return live_bundle(settings, match, pids, log_globs(args))
 
+
 def job_option(args: argparse.Namespace) -> str | None:
     wanted = getattr(args, "job", None)
     if wanted is not None and not str(wanted).strip():
         raise UsageError("--job: empty; give a job id from `rltui jobs`, a name or a pid")
     return str(wanted).strip() if wanted is not None else None
+
 
 def say_no_job(monitor, snap) -> None:
     if monitor.focus is not None:
@@ -155,9 +170,38 @@ def say_no_job(monitor, snap) -> None:
           "choose one with --pid PID, --match REGEX, or read saved files with --log/--stacks",
           file=sys.stderr)
 
+
 def invocation() -> list[str]:
     """How rltui was run, secrets redacted (for the incident report's commands)."""
     import shlex
 
     from rltui.redact import redact_argv
     return ["rltui " + shlex.join(redact_argv(sys.argv[1:]))]
+
+
+def write_incident(folder: str, found, log_tails, commands) -> None:
+    """incident.md and incident.json of the findings (rltui.findings) into ``folder``
+    (docs/incident-report.md), on this node and across nodes alike."""
+    from rltui import findings, incident
+    doc = findings.incident_document(found, log_tails, commands)
+    try:
+        md, js = incident.write_report(folder, doc)
+    except OSError as exc:
+        raise UsageError(f"--report {folder}: cannot write: {exc.strerror or exc}") from None
+    print(f"rltui: incident report written to {md} and {js}", file=sys.stderr)
+
+
+def oom_of(monitor, snap, job_config: str | None, model_config: str | None):
+    """The OOM triage of the snapshot's latest OOM, or None when its logs hold none."""
+    from rltui.sources.oominputs import oom_report
+    return oom_report(snap, monitor.tracker.logbook.lines(), job_config=job_config,
+                      model_config=model_config)
+
+
+def saved_stacks(path: str):
+    """(dumps, problems) of saved py-spy dumps: a folder or one file (--stacks, rltui stacks)."""
+    from rltui.sources.dumpfolder import NotAFolder, read_dump_folder
+    try:
+        return read_dump_folder(path)
+    except NotAFolder as exc:
+        raise UsageError(f"--stacks {exc}") from None

@@ -12,7 +12,8 @@ import time
 
 from rltui.cli.common import (
     EXIT_FOUND, EXIT_NO_JOB, EXIT_OK, UsageError, invocation, job_option, live_or_demo_bundle,
-    load_scenario, load_settings, log_globs, parse_now, say_no_job)
+    load_scenario, load_settings, log_globs, oom_of, parse_now, saved_stacks, say_no_job,
+    write_incident)
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
@@ -28,7 +29,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
                          "node the stacks are the periodic, non-blocking rounds anyway)")
     from rltui import report
     from rltui.monitor import Monitor
-    saved = _saved_stacks(args.stacks) if args.stacks else None
+    saved = saved_stacks(args.stacks) if args.stacks else None
     bundle = None
     if args.replay:
         scenario = load_scenario(args.replay)
@@ -94,36 +95,27 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     if notes:
         from dataclasses import replace
         diagnosis = replace(diagnosis, notes=diagnosis.notes + tuple(notes))
+    from rltui import findings
+    from rltui.incident import LOG_TAIL, stack_commands
+    found = findings.Findings(
+        snapshot=snap, diagnosis=diagnosis, mode=mode, now_source=now_source,
+        stacks=monitor.stacks, stacks_job=monitor.stacks_job, jobs=monitor.jobs,
+        focus=monitor.focus_id or monitor.focus, samples=sampling,
+        oom=oom_of(monitor, snap, args.job_config, args.model_config),
+        doctor=tuple(_doctor(snap, diagnosis, args.job_config)))
     if args.json:
         import json
-        doc = report.to_json(snap, diagnosis, mode, now_source, stacks=monitor.stacks,
-                             jobs=monitor.jobs, focus=monitor.focus_id or monitor.focus,
-                             stacks_job=monitor.stacks_job)
-        if sampling is not None:
-            doc["samples"], doc["samples_apart_s"] = sampling
-        oom = _oom(monitor, snap, args.job_config, args.model_config)
-        if oom is not None:
-            from rltui.diagnosis.oom.report import report_json as oom_json
-            doc["oom"] = oom_json(oom)
-        found = _doctor(snap, diagnosis, args.job_config)
-        if found:
-            doc["config_doctor"] = found
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(findings.document(found), indent=2))
     else:
-        sys.stdout.write(report.to_text(snap, diagnosis, stacks=monitor.stacks,
-                                        jobs=monitor.jobs if monitor.focus is None else ()))
-        oom = _oom(monitor, snap, args.job_config, args.model_config)
-        if oom is not None:
-            from rltui.diagnosis.oom.report import report_text
-            sys.stdout.write("\n" + report_text(oom))
-        for finding in _doctor(snap, diagnosis, args.job_config):
-            sys.stdout.write(f"config doctor: {finding}\n")
+        sys.stdout.write(findings.text(found))
     if args.report:
-        _write_incident(args.report, monitor, snap, diagnosis, mode)
+        write_incident(args.report, found, monitor.tracker.logbook.tails(LOG_TAIL),
+                       invocation() + stack_commands(snap))
     if any(s.id == "no-job-found" for s in diagnosis.symptoms):
         say_no_job(monitor, snap)
         return EXIT_NO_JOB
     return EXIT_FOUND if report.should_fail(diagnosis, args.fail_on) else EXIT_OK
+
 
 def _confirm(bundle, monitor, fold, thresholds) -> tuple[int, float | None]:
     """A second sample when the first suggests a hang: every source polled again once the stack
@@ -158,6 +150,7 @@ def _confirm(bundle, monitor, fold, thresholds) -> tuple[int, float | None]:
               "busy loop from a long step", file=sys.stderr)
     return taken, (last.started - first[-1].started) if taken > 1 else None
 
+
 def _offline(args: argparse.Namespace) -> bool:
     """Saved files given and no live selection (--match, --pid, --live, --demo): read only
     what was given."""
@@ -165,6 +158,7 @@ def _offline(args: argparse.Namespace) -> bool:
     live = bool(getattr(args, "match", None) or getattr(args, "pid", None)
                 or getattr(args, "live", False) or getattr(args, "demo", None))
     return given and not live and not getattr(args, "replay", None)
+
 
 def _captured_at(args: argparse.Namespace) -> float | None:
     """The newest modification time of the files given (--log globs, --stacks PATH)."""
@@ -185,13 +179,9 @@ def _captured_at(args: argparse.Namespace) -> float | None:
     # a file dated in the future (a clock ahead on another host) was not written after now
     return min(max(times), time.time()) if times else None
 
-def _oom(monitor, snap, job_config: str | None, model_config: str | None):
-    """The OOM report of the snapshot's latest OOM, or None when its logs hold none."""
-    from rltui.sources.oominputs import oom_report
-    return oom_report(snap, monitor.tracker.logbook.lines(), job_config=job_config,
-                      model_config=model_config)
 
 STALL_SYMPTOMS = ("steps-stalled", "hang-busy-loop")
+
 
 def _doctor(snap, diagnosis, job_config: str | None) -> list[str]:
     """The config doctor, when the steps stall (its findings explain a rollout that waits)."""
@@ -199,22 +189,3 @@ def _doctor(snap, diagnosis, job_config: str | None) -> list[str]:
         return []
     from rltui.sources.oominputs import config_doctor
     return config_doctor(snap, job_config)
-
-def _saved_stacks(folder: str):
-    from rltui.sources.dumpfolder import NotAFolder, read_dump_folder
-    try:
-        return read_dump_folder(folder)
-    except NotAFolder as exc:
-        raise UsageError(f"--stacks {exc}") from None
-
-def _write_incident(folder: str, monitor, snap, diagnosis, mode: str) -> None:
-    from rltui import incident
-    doc = incident.build(incident.ReportInputs(
-        snapshot=snap, diagnosis=diagnosis, stacks=monitor.stacks,
-        log_tails=monitor.tracker.logbook.tails(incident.LOG_TAIL),
-        commands=invocation() + incident.stack_commands(snap), mode=mode))
-    try:
-        md, js = incident.write_report(folder, doc)
-    except OSError as exc:
-        raise UsageError(f"--report {folder}: cannot write: {exc.strerror or exc}") from None
-    print(f"rltui: incident report written to {md} and {js}", file=sys.stderr)

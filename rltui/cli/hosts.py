@@ -24,7 +24,6 @@ import sys
 import time
 from pathlib import Path
 
-from collections.abc import Callable
 from dataclasses import replace
 
 from rltui.cluster import ClusterMonitor
@@ -35,7 +34,8 @@ from rltui.remote.hostlist import (HostlistError, compress, expand, parse_hostfi
 from rltui.remote.feed import AgentFeed, Feed
 from rltui.redact import scrub_text
 from rltui.remote.transports import DEFAULT_CONNECT_TIMEOUT, Launch, slurm_launches, ssh_launches
-from rltui.cli.common import EXIT_FOUND, EXIT_OK, UsageError, invocation
+from rltui.cli.common import EXIT_FOUND, EXIT_OK, UsageError, invocation, write_incident
+
 
 EXIT_NO_HOST = 3  # no host answered: nothing was diagnosed (as the checks' "could not finish")
 SETTLE_S = 5.0  # beyond the connect timeout: an agent's start-up and first readings
@@ -209,36 +209,23 @@ def run_diagnose(args: argparse.Namespace, settings) -> int:
         diagnosis = replace(diagnosis, notes=diagnosis.notes + tuple(run.notes))
     merged = snap.merged
     assert merged is not None
+    from rltui import findings
+    found = findings.Findings(snapshot=merged, diagnosis=diagnosis, mode="live",
+                              stacks=snap.stack_report, cluster=snap)
     if args.json:
-        doc = report.to_json(merged, diagnosis, "live", "clock", stacks=snap.stack_report)
-        doc["nodes"] = cluster_report.nodes_json(snap)
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(findings.document(found), indent=2))
     else:
-        sys.stdout.write(report.to_text(merged, diagnosis, stacks=snap.stack_report))
-        sys.stdout.write(cluster_report.nodes_text(snap))
+        sys.stdout.write(findings.text(found))
     if args.report:
-        write_incident(args.report, monitor, snap, diagnosis, feed.run_on)
+        from rltui.incident import LOG_TAIL
+        # each host's log tails, named host:path (scrubbed by the report)
+        tails = {f"{host}:{path}": lines for host, m in monitor.monitors.items()
+                 for path, lines in m.tracker.logbook.tails(LOG_TAIL).items()}
+        write_incident(args.report, found, tails,
+                       invocation() + cluster_report.stack_commands(snap, feed.run_on))
     if all(n.snapshot is None for n in snap.nodes):
         why = f": {feed.error}" if feed.error else ""
         print(f"rltui: no host answered ({len(snap.nodes)} tried): nothing was diagnosed{why}",
               file=sys.stderr)
         return EXIT_NO_HOST
     return EXIT_FOUND if report.should_fail(diagnosis, args.fail_on) else EXIT_OK
-
-
-def write_incident(folder: str, monitor: ClusterMonitor, snap, diagnosis,
-                   run_on: Callable[[str], str]) -> None:
-    """The incident report of the merged job, with each host's log tails (``host:path``,
-    scrubbed by the report) and a nodes section."""
-    from rltui import incident
-    tails = {f"{host}:{path}": lines for host, m in monitor.monitors.items()
-             for path, lines in m.tracker.logbook.tails(incident.LOG_TAIL).items()}
-    doc = incident.build(incident.ReportInputs(
-        snapshot=snap.merged, diagnosis=diagnosis, stacks=snap.stack_report, log_tails=tails,
-        commands=invocation() + cluster_report.stack_commands(snap, run_on), mode="live"))
-    doc["nodes"] = cluster_report.nodes_json(snap)
-    try:
-        md, js = incident.write_report(folder, doc)
-    except OSError as exc:
-        raise _usage(f"--report {folder}: cannot write: {exc.strerror or exc}") from None
-    print(f"rltui: incident report written to {md} and {js}", file=sys.stderr)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rltui.cli.common import (
     EXIT_FOUND, EXIT_NO_JOB, EXIT_OK, UsageError, job_option, live_or_demo_bundle, load_settings,
-    say_no_job)
+    oom_of, say_no_job)
 
 
 def cmd_oom(args: argparse.Namespace) -> int:
@@ -41,7 +41,7 @@ def cmd_oom(args: argparse.Namespace) -> int:
     if monitor.focus is not None and monitor.focus_id is None:
         say_no_job(monitor, snap)
         return EXIT_NO_JOB
-    oom = _oom(monitor, snap, args.job_config, args.model_config)
+    oom = oom_of(monitor, snap, args.job_config, args.model_config)
     if oom is None:
         if snap.unmatched_logs and not snap.logs:
             raise UsageError("--log " + ", ".join(snap.unmatched_logs) + ": matches no file")

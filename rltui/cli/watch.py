@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rltui.cli.common import (
     EXIT_OK, UsageError, invocation, job_option, live_or_demo_bundle, load_scenario, load_settings,
-    log_globs, source_args, start_demo)
+    log_globs, saved_stacks, source_args, start_demo)
 
 
 def run_app(bundle, settings, config_path, job: str | None = None) -> int:
@@ -27,6 +27,7 @@ def run_app(bundle, settings, config_path, job: str | None = None) -> int:
     sys.stderr.flush()
     os._exit(EXIT_OK)
 
+
 def cmd_watch(args: argparse.Namespace) -> int:
     settings, path = load_settings(args)
     from rltui.cli import hosts as cluster_run
@@ -36,6 +37,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from rltui.sources.bundle import live_bundle
     return run_app(live_bundle(settings, match, pids, log_globs(args)), settings, path,
                     job=job_option(args))
+
 
 def cmd_demo(args: argparse.Namespace) -> int:
     if args.list:
@@ -53,6 +55,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         raise
     return run_app(bundle, settings, path)
 
+
 def cmd_replay(args: argparse.Namespace) -> int:
     settings, path = load_settings(args)
     if args.speed <= 0:
@@ -62,6 +65,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"rltui: warning: {warning}", file=sys.stderr)
     from rltui.sources.bundle import replay_bundle
     return run_app(replay_bundle(scenario, args.speed), settings, path)
+
 
 def cmd_record(args: argparse.Namespace) -> int:
     settings, _ = load_settings(args)
@@ -91,10 +95,11 @@ def cmd_record(args: argparse.Namespace) -> int:
         bundle.close()
     return EXIT_OK
 
+
 def cmd_stacks(args: argparse.Namespace) -> int:
     """Open the compare screen on a folder of saved dumps."""
     settings, path = load_settings(args)
-    dumps, problems = _saved_stacks(args.dir)
+    dumps, problems = saved_stacks(args.dir)
     if not dumps:
         raise UsageError(f"{args.dir}: no py-spy dumps found"
                          + (f" ({'; '.join(problems[:3])})" if problems else ""))
