@@ -217,7 +217,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,0 +1,5 @@
+"""``python -m rltui.cli``: the same as ``rltui``."""
+
+from rltui.cli import main
+
+raise SystemExit(main())
