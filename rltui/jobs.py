@@ -91,9 +91,10 @@ class JobNames:
             if found is not None and found not in taken:
                 break
         else:
-            found = fresh
-            n = 2
-            while found in taken or (found in self._order and found != fresh):
+            # never an id handed out before: a job held by its id (--job, the picker) must not
+            # turn into another one that reuses its launcher's pid
+            found, n = fresh, 2
+            while found in taken or found in self._order:
                 found, n = f"{fresh}.{n}", n + 1
         for key in keys:
             self._ids.setdefault(key, found)
@@ -341,12 +342,6 @@ def _name_of(p: ProcInfo, launcher: ProcInfo | None) -> str:
     return p.role or p.name or "job"
 
 
-def with_departed(snap_procs: Sequence[ProcInfo],
-                  departed: Sequence[DepartedRank]) -> list[ProcInfo]:
-    """Every process a snapshot knows, live first, then departed ones as last seen."""
-    return list(snap_procs) + [d.info for d in departed if d.info is not None]
-
-
 def missing_from_world(procs: Sequence[ProcInfo], now: float,
                        known: set[int | None]) -> list[DepartedRank]:
     """Ranks a single-node job should have but does not, even if never seen. ``procs``: one
@@ -490,28 +485,6 @@ def _gpus_by_job(snap: NodeSnapshot, procs: list[list[ProcInfo]], by_pid: dict[i
         for i in owners or (len(procs),):
             out[i].append(g)
     return [tuple(x) for x in out]
-
-
-def restrict(snap: NodeSnapshot, job: Job, lens: Lens | None = None) -> NodeSnapshot:
-    """One job's view (``partition``)."""
-    for found, part in partition(snap, lens):
-        if found is job:
-            return part
-    raise ValueError(f"job {job.id} is not in the snapshot")
-
-
-def unclaimed(snap: NodeSnapshot, lens: Lens | None = None) -> NodeSnapshot | None:
-    """What no job claims (``partition``'s last part); None when there is nothing, or when
-    there are no jobs at all (then the whole snapshot is that evidence)."""
-    if not snap.jobs:
-        return None
-    parts = partition(snap, lens)
-    return parts[-1][1] if parts[-1][0] is None else None
-
-
-def find(jobs: Sequence[Job], wanted: str) -> Job | None:
-    """The job ``--job`` names (``resolve``), or None."""
-    return resolve(jobs, wanted)[0]
 
 
 def resolve(jobs: Sequence[Job], wanted: str) -> tuple[Job | None, str]:

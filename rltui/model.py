@@ -218,7 +218,7 @@ class NodeSnapshot:
     # stuck stacks from moving ones.
     stacks: tuple["StackPoll", ...] = ()
     # The jobs its processes make (rltui.jobs), in the order they were first seen; a snapshot
-    # restricted to one job (jobs.restrict) holds that job alone.
+    # split into one job's view (jobs.partition) holds that job alone.
     jobs: tuple[Job, ...] = ()
 
     def source(self, name: str) -> SourceState | None:

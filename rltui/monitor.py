@@ -156,12 +156,6 @@ class Monitor:
         return next((v for v in self.jobs if v.job is not None and v.job.id == self.focus_id),
                     None) if self.focus_id is not None else None
 
-    def view(self, wanted: str) -> JobView | None:
-        """The latest view of one job, by id, name or pid (rltui.jobs.find); None when no
-        such job is watched now."""
-        job = joblib.find([v.job for v in self.jobs if v.job is not None], wanted)
-        return next((v for v in self.jobs if v.job is job), None) if job else None
-
     def _watch_of(self, job: Job | None) -> _Watch:
         key = job.id if job is not None else UNCLAIMED
         watch = self._watches.get(key)

@@ -133,7 +133,7 @@ def _confirm(bundle, monitor, fold, thresholds) -> tuple[int, float | None]:
     print(f"rltui diagnose: the first sample suggests a hang; confirming with a second one in "
           f"{gap:g} s (--quick skips this)", file=sys.stderr)
     taken, last = 1, first[-1]
-    for wait_gaps in (1.0, 1.5):
+    for n, wait_gaps in enumerate((1.0, 1.5)):
         wait = last.started + gap * wait_gaps - time.time()
         if wait > 0:
             time.sleep(wait)
@@ -144,8 +144,8 @@ def _confirm(bundle, monitor, fold, thresholds) -> tuple[int, float | None]:
         taken, last = taken + 1, rounds[-1]
         reports = [monitor.stacks] if monitor.focus is not None else \
             [v.stacks for v in monitor.jobs]
-        if not any(rep is not None and rep.symptom_id == BUSY_LOOP for rep in reports):
-            break
+        if n == 1 or not any(rep is not None and rep.symptom_id == BUSY_LOOP for rep in reports):
+            break  # the last sample taken, or nothing left to tell apart
         print("rltui diagnose: ranks on CPU in the same function twice; a third sample tells a "
               "busy loop from a long step", file=sys.stderr)
     return taken, (last.started - first[-1].started) if taken > 1 else None

@@ -10,7 +10,8 @@ from what the living processes of its job say about where logs go.
   worker's error-file path gives the attempt folder, and so every local rank's files.
 * Logs named by rank (``logs/rank3.log``, ``run-rank_3.out``): a surviving rank's file, with its
   rank number swapped for the dead rank's.
-* Ray's session logs: ``<temp>/session_*/logs/worker-<id>-<job>-<pid>.{out,err}``, by the pid.
+* Ray's session logs: ``<temp>/session_*/logs/worker-<id>-<job>-<pid>.{out,err}``: the other
+  workers of a living worker's Ray job (rltui.sources.deadlogs reads the folder).
 """
 
 from __future__ import annotations
@@ -70,9 +71,3 @@ def rank_swapped(path: str, rank: int, others: Iterable[int]) -> list[tuple[str,
             else str(other)
         out.append((os.path.join(folder, name[:m.start(2)] + digits + name[m.end(2):]), other))
     return out
-
-
-def ray_worker_globs(temp_dirs: Iterable[str], pid: int) -> list[str]:
-    """Glob patterns of a Ray worker's own stdout/stderr files by its pid."""
-    return [f"{t}/session_*/logs/worker-*-{pid}.{ext}" for t in temp_dirs for ext in ("err",
-                                                                                        "out")]

@@ -63,7 +63,8 @@ class DeadLogFinder:
         out: list[Found] = []
         everyone = list(procs) + list(departed)
         for job in joblib.group(procs, departed):
-            members = [p for p in everyone if (p.host, p.pid) in set(job.members)]
+            mine = set(job.members)
+            members = [p for p in everyone if (p.host, p.pid) in mine]
             tie = next(iter(sorted({t for p in members for t in joblib.ties(p)})), "")
             out += _of_job(members, job, tie, budget)[:MAX_PER_JOB]
         self._found = out

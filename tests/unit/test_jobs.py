@@ -111,15 +111,24 @@ def test_ids_stay_when_the_first_process_goes():
     assert a.id == "train-110" and b.id == "train-210"
 
 
+def find(found, wanted):
+    return jobs.resolve(found, wanted)[0]
+
+
+def part(snap, job, lens=None):
+    """One job's view (job None: what no job claims, or None when there is nothing)."""
+    return next((p for j, p in jobs.partition(snap, lens) if j is job), None)
+
+
 def test_find_by_id_name_and_pid():
     procs = [launcher(100), rank(110, 0), launcher(200, "eval.py"),
              rank(210, 0, 29501, ppid=200, script="eval.py")]
     found = jobs.group(procs)
-    assert jobs.find(found, "eval-200").id == "eval-200"
-    assert jobs.find(found, "eval").id == "eval-200"
-    assert jobs.find(found, "100").id == "train-100"
-    assert jobs.find(found, "210").id == "eval-200"
-    assert jobs.find(found, "nothing") is None and jobs.find(found, "999") is None
+    assert find(found, "eval-200").id == "eval-200"
+    assert find(found, "eval").id == "eval-200"
+    assert find(found, "100").id == "train-100"
+    assert find(found, "210").id == "eval-200"
+    assert find(found, "nothing") is None and find(found, "999") is None
 
 
 def test_missing_from_world_is_per_job():
@@ -151,20 +160,20 @@ def _snapshot() -> NodeSnapshot:
                            "jobs": jobs.group(procs, [gone])})
 
 
-def test_restrict_keeps_each_jobs_own_evidence():
+def test_partition_keeps_each_jobs_own_evidence():
     snap = _snapshot()
     train, evl = snap.jobs
-    t = jobs.restrict(snap, train)
+    t = part(snap, train)
     assert {p.pid for p in t.procs} == {100, 110, 111, 113}
     assert [d.pid for d in t.departed] == [112]
     assert [log.path for log in t.logs] == ["/logs/train-rank2.log"]
     assert {g.index for g in t.gpus} == {0, 1, 2, 3}
     assert {d.pid for d in t.stacks[0].dumps} == {110, 111, 113}
-    e = jobs.restrict(snap, evl)
+    e = part(snap, evl)
     assert {p.rank for p in e.procs if p.rank is not None} == {0, 1, 2, 3}
     assert e.departed == () and [log.path for log in e.logs] == ["/logs/eval-rank0.log"]
     # what no job claims (a saved dump of a pid not here, a log naming no writer)
-    rest = jobs.unclaimed(snap)
+    rest = part(snap, None)
     assert [log.path for log in rest.logs] == ["/logs/other.log"]
     assert [d.pid for d in rest.stacks[0].dumps] == [7777]
     assert rest.source("procs") is None
@@ -173,8 +182,8 @@ def test_restrict_keeps_each_jobs_own_evidence():
 def test_the_lens_keeps_a_jobs_rounds_the_same_objects():
     snap = _snapshot()
     lens = jobs.Lens()
-    first = jobs.restrict(snap, snap.jobs[0], lens).stacks
-    again = jobs.restrict(snap, snap.jobs[0], lens).stacks
+    first = part(snap, snap.jobs[0], lens).stacks
+    again = part(snap, snap.jobs[0], lens).stacks
     assert first[0] is again[0]
 
 
@@ -238,6 +247,10 @@ def test_a_reused_pid_does_not_take_the_old_jobs_id():
     new = replace_create(launcher(100, "eval.py"), 99.0)
     found = jobs.group([new, rank(210, 0, 29501, ppid=100, script="eval.py")], names=names)
     assert found[0].id != first.id
+    # the same script relaunched under the reused pid: still not the old job's id
+    again = replace_create(launcher(100), 199.0)
+    found = jobs.group([again, rank(310, 0, 29502, ppid=100)], names=names)
+    assert found[0].id not in (first.id, "eval-100") and found[0].id.startswith("train-100")
 
 
 def test_resolve_says_when_a_name_is_ambiguous_and_refuses_odd_digits():

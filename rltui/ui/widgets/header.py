@@ -105,7 +105,8 @@ class HeaderBar(Static):
                 out.append(", ", style=pal.dim)
             out.append(v.job.id, style="bold")
             live = sum(1 for p in v.snapshot.procs if p.rank is not None and not p.is_zombie)
-            ranks = len(v.job.ranks)
+            # the job's departed ranks count, those missing from its WORLD_SIZE too
+            ranks = live + sum(1 for d in v.snapshot.departed if d.rank is not None)
             out.append(f" ({ranks}) " if live >= ranks else f" ({live}/{ranks} live) ")
             verdict = v.diagnosis.verdict
             colour = {"critical": pal.bad, "warning": pal.warn}.get(verdict, pal.ok)

@@ -118,40 +118,29 @@ class RankPane(TablePane):
                 self._last_known[(p.host, p.pid)] = p
         for p in live:  # across nodes the history holds GPUs only
             self._last_known[(p.host, p.pid)] = p
-        departed = sorted(snap.departed, key=_order)
         # A lost node's ranks: last seen alive, now unknown (across nodes only).
         unknown = [r for r in view.cluster.ranks if r.state == RANK_UNKNOWN] \
             if view.cluster is not None else []
         # Departed rows sit among the live ones by rank: the gap in the ranks is the news.
-        # Several jobs: each job's rows together, worst job first (their ranks repeat).
-        several = len([v for v in view.jobs if v.job is not None]) > 1
-        self._job_views = {m: v for v in view.jobs if v.job is not None
-                           for m in v.job.members} if several else {}
-        at = {id(v): i for i, v in enumerate(view.jobs)}
-        # a rank missing from its WORLD_SIZE has no pid: its job's own view holds it
-        missing_at = {(d.rank, id(v)): at[id(v)] for v in view.jobs if several
-                      for d in v.snapshot.departed if not d.pid}
-
-        def order(item, host: str) -> tuple:
-            job = self._job_views.get((host, item.pid))
-            if job is not None:
-                i = at[id(job)]
-            else:
-                i = next((j for (r, _), j in missing_at.items() if r == item.rank
-                          and not getattr(item, "pid", 1)), len(at))
-            return (i,) + _order(item)
-
-        ordered = sorted([(order(p, p.host), _live_key(p), p) for p in live]
-                         + [(order(d, _host(d)), _departed_key(d), d) for d in departed]
-                         + [(order(r, r.host), f"u{r.host}:{r.pid}", r) for r in unknown],
-                         key=lambda t: t[0])
-        rows: list[Row] = []
-        seen: set[str] = set()
-        for _, key, item in ordered:
-            while key in seen:  # two jobs each missing the same rank
-                key += "'"
-            seen.add(key)
-            rows.append((key, item))
+        # Several jobs: each job's rows together, worst job first (their ranks repeat), read
+        # from the job's own view (its departed ranks, those missing from its WORLD_SIZE too).
+        views = [v for v in view.jobs if v.job is not None]
+        several = len(views) > 1 and view.focus is None  # with a focus: that job's alone
+        parts = [v.snapshot for v in views] if several else [snap]
+        self._job_views = {m: v for v in views for m in v.job.members} if several else {}
+        ordered: list[tuple[tuple, str, object]] = []
+        departed: list[DepartedRank] = []
+        for i, part in enumerate(parts):
+            mine = sorted(part.departed, key=_order)
+            departed += mine
+            ordered += [((i,) + _order(p), _live_key(p), p) for p in part.live_procs]
+            # a missing rank has no pid: two jobs may each miss the same rank number
+            suffix = f"@{i}" if len(parts) > 1 else ""
+            ordered += [((i,) + _order(d), _departed_key(d) + ("" if d.pid else suffix), d)
+                        for d in mine]
+        ordered += [((len(parts),) + _order(r), f"u{r.host}:{r.pid}", r) for r in unknown]
+        ordered.sort(key=lambda t: t[0])
+        rows: list[Row] = [(key, item) for _, key, item in ordered]
         keep = {(p.host, p.pid) for p in live} | {(_host(d), d.pid) for d in departed}
         self._last_known = {k: p for k, p in self._last_known.items() if k in keep}
         self._titles(view, live, departed, len(unknown))
