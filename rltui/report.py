@@ -42,6 +42,9 @@ def to_json(snap: NodeSnapshot, diagnosis: Diagnosis, mode: str,
         item["mem_percent"] = g.mem_percent
         gpus.append(item)
     job_of = {m: v.job.id for v in jobs if v.job is not None for m in v.job.members}
+    # a rank missing from its WORLD_SIZE has no pid: its job's own view lists it
+    missing = [(d.rank, v.job.id) for v in jobs if v.job is not None
+               for d in v.snapshot.departed if not d.pid]
     doc = {
         "schema": SCHEMA,
         "tool": f"rltui {__version__}",
@@ -58,8 +61,7 @@ def to_json(snap: NodeSnapshot, diagnosis: Diagnosis, mode: str,
         "foreign_gpu_pids": list(snap.foreign_gpu_pids),
         "ranks": [dict(to_data(p), job=job_of.get((p.host, p.pid)))
                   for p in sorted(snap.procs, key=_rank_key)],
-        "departed": [dict(departed_json(snap, d),
-                          job=job_of.get((d.info.host if d.info else "", d.pid)))
+        "departed": [dict(departed_json(snap, d), job=_job_of_departed(d, job_of, missing))
                      for d in snap.departed],
         "sources": [to_data(s) for s in snap.sources],
         "logs": [_log_json(log) for log in snap.logs],
@@ -112,6 +114,16 @@ def jobs_text(jobs: Sequence[JobView]) -> str:
         lines.append(f"  {job.id:28} {v.diagnosis.verdict.upper():8} ranks {ranks:10} of "
                      f"{world:>4}  {live:>4} live  {launcher:20} {job.tie}")
     return "\n".join(lines) + "\n"
+
+
+def _job_of_departed(d, job_of: dict, missing: list) -> str | None:
+    if d.pid:
+        return job_of.get((d.info.host if d.info else "", d.pid))
+    for i, (rank, job) in enumerate(missing):
+        if rank == d.rank:
+            del missing[i]  # two jobs may each miss the same rank: one entry each
+            return job
+    return None
 
 
 def incident_json(i) -> dict[str, Any]:

@@ -51,21 +51,26 @@ def test_a_rank_that_crashed_before_rltui_started_is_found_with_its_log(request,
     crashed_at = os.stat(tmp_path / "crash_early-rank2.log").st_mtime
 
     code, doc, stderr = rltui("diagnose", "--json", "--match", "torchjobs/crash_early")
-    (exited,) = [s for s in doc["symptoms"] if s["id"] == "rank-exited"]
+    # this job's own (a helper left by another run of the script would be a job of its own)
+    (ours,) = [j for j in doc["jobs"] if job.pid(0) in j["pids"]]
+    (exited,) = [s for s in doc["symptoms"] if s["id"] == "rank-exited"
+                 and s["job"] == ours["id"]]
     assert exited["ranks"] == [2] and exited["severity"] == "critical", stderr
     # what happened, from its own log: the exception, where, and when it left
     assert exited["title"].startswith("rank 2 crashed (RuntimeError at crash_early.py:"), exited
     text = "\n".join(exited["evidence"])
     assert "crash_early-rank2.log" in text and "beside rank" in text, text
-    (gone,) = [d for d in doc["departed"] if d["rank"] == 2]
+    (gone,) = [d for d in doc["departed"] if d["rank"] == 2 and d["job"] == ours["id"]]
     assert gone["error"].startswith("RuntimeError: CUDA error"), gone
     assert abs(gone["left_at"] - crashed_at) < 2.0, (gone, crashed_at)
     # its age counts from when it left, not from when rltui started
     assert exited["since"] <= crashed_at + 1.0
-    (log,) = [g for g in doc["logs"] if g["path"].endswith("crash_early-rank2.log")]
+    (log,) = [g for g in doc["logs"] if g["path"] == str(tmp_path / "crash_early-rank2.log")]
     assert log["rank"] == 2 and log["found"]
     # the orphaned helper with RANK=2 in its environment is not rank 2 alive
-    assert 2 not in {r["rank"] for r in doc["ranks"] if r["state"] != "zombie"}, doc["ranks"]
+    assert 2 not in {r["rank"] for r in doc["ranks"] if r["state"] != "zombie"
+                     and r["job"] == ours["id"]}, doc["ranks"]
+    assert ours["ranks"] == [0, 1] and ours["world_size"] == 3
     assert code == 1
 
 
