@@ -54,9 +54,12 @@ def pyspy_can_attach():
     SYS_PTRACE): the rest of the suite covers parsing and classification."""
     if PYSPY is None:
         pytest.skip("py-spy is not installed")
-    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
-                             stdin=subprocess.PIPE)
+    # py-spy on a process that has not loaded its interpreter yet fails with "Failed to find
+    # python version" (CI once skipped a whole module so): attach only once it says it runs
+    child = subprocess.Popen([sys.executable, "-c", "print('up', flush=True); input()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
+        child.stdout.readline()
         out = subprocess.run([PYSPY, "dump", "--pid", str(child.pid)], capture_output=True,
                              text=True, timeout=30)
     finally:

@@ -145,6 +145,9 @@ class Check:
         started = last = time.monotonic()
         while True:
             if cancelled(self.cancel):
+                # what the worker said before the cancel (the step it started) is read first,
+                # or the report would not know which step was cut short
+                self._drain(worker, state)
                 self._last_dump(worker, state)
                 worker.kill()
                 return "cancelled"
@@ -173,6 +176,18 @@ class Check:
             if state["loaded"] and now - last > self.spec.silence_s:
                 worker.kill()
                 return "silent"
+
+    def _drain(self, worker: Worker, state: dict) -> None:
+        """Fold the lines already waiting in the queue, without waiting for more."""
+        while True:
+            try:
+                msg = worker.lines.get_nowait()
+            except queue.Empty:
+                return
+            if msg is EOF:
+                worker.lines.put(EOF)  # the end stays for whoever reads next
+                return
+            self._handle(self.scrub(msg), state)
 
     def _last_dump(self, worker: Worker, state: dict) -> None:
         """Ask a cancelled worker where its runs wait (SIGUSR1) and give it a moment to say."""
