@@ -71,11 +71,13 @@ def text(f: Findings) -> str:
 
 
 def incident_document(f: Findings, log_tails: Mapping[str, Sequence[str]],
-                      commands: Sequence[str]) -> dict[str, Any]:
-    """The incident report's JSON (incident.md is made from it)."""
+                      commands: Sequence[str],
+                      generated_at: float | None = None) -> dict[str, Any]:
+    """The incident report's JSON (incident.md is made from it); ``generated_at`` defaults to
+    the snapshot's time."""
     doc = incident.build(incident.ReportInputs(
         snapshot=f.snapshot, diagnosis=f.diagnosis, stacks=f.stacks, log_tails=log_tails,
-        commands=list(commands), mode=f.mode))
+        commands=list(commands), mode=f.mode, generated_at=generated_at))
     if f.cluster is not None:
         from rltui.remote.cluster_report import nodes_json
         doc["nodes"] = nodes_json(f.cluster)

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         except (main_cli.UsageError, ValueError, OSError) as exc:
             return _refuse(out_fd, host, str(exc))
         from rltui.agent.loop import Agent
-        bundle.host = host
+        bundle = bundle.on_host(host)
         try:
             agent = Agent(bundle, host, out_fd=out_fd, in_fd=sys.stdin.fileno(),
                           heartbeat=args.heartbeat, duration=args.duration,

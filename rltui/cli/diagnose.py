@@ -53,7 +53,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             live_or_demo_bundle(args, settings)
         if saved is not None:
             # The saved dumps are the stacks to read: no live py-spy rounds beside them.
-            bundle.specs = [s for s in bundle.specs if s.source is not bundle.stacks]
+            bundle = bundle.without_periodic_stacks()
         monitor = Monitor(host=bundle.host, job=bundle.job, thresholds=settings.thresholds,
                           history_len=settings.history)
         monitor.focus = job_option(args)
@@ -163,7 +163,6 @@ def _offline(args: argparse.Namespace) -> bool:
 def _captured_at(args: argparse.Namespace) -> float | None:
     """The newest modification time of the files given (--log globs, --stacks PATH)."""
     import glob
-    import os
     paths = [p for g in log_globs(args) for p in glob.glob(os.path.expanduser(g))]
     stacks = getattr(args, "stacks", None)
     if stacks:

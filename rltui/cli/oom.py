@@ -30,7 +30,7 @@ def cmd_oom(args: argparse.Namespace) -> int:
     offline = bool(getattr(args, "log", None)) and not getattr(args, "pid", None) \
         and not getattr(args, "match", None)
     keep = ("logs",) if offline else ("procs", "logs")
-    bundle.specs = [s for s in bundle.specs if s.source.name in keep]
+    bundle = bundle.keeping(*keep)
     monitor = Monitor(host=bundle.host, job=bundle.job, thresholds=settings.thresholds)
     monitor.focus = job_option(args)
     try:

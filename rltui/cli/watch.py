@@ -81,9 +81,9 @@ def cmd_record(args: argparse.Namespace) -> int:
         raise UsageError(f"{out}: exists and is not an empty folder")
     bundle = live_or_demo_bundle(args, settings)
     try:
-        bundle.recorder = Recorder(out, host=bundle.host, job=bundle.job,
-                                   intervals=bundle.intervals(),
-                                   description=f"rltui record, {args.duration:g} s")
+        bundle = bundle.recording(Recorder(out, host=bundle.host, job=bundle.job,
+                                           intervals=bundle.intervals(),
+                                           description=f"rltui record, {args.duration:g} s"))
         print(f"recording {bundle.job} to {out} for {args.duration:g} s (Ctrl-C stops early)",
               file=sys.stderr)
         try:

@@ -2,6 +2,9 @@
 
 cli builds one bundle per mode (live, demo, replay) and hands it to the app or to a headless
 command. The app never constructs a source itself; tests build bundles from fakes or scenarios.
+A bundle is frozen once built: a command that wants fewer sources, a recorder or another host
+name gets a new bundle (``keeping``, ``recording``, ``on_host``...) that shares the sources and
+their one close.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from rltui.model import Reading
@@ -22,18 +25,18 @@ if TYPE_CHECKING:  # the feed is the process side of many nodes; a bundle only h
     from rltui.sources.deadlogs import DeadLogFinder
 
 
-@dataclass
+@dataclass(frozen=True)
 class SourceSpec:
     source: Source
     interval: float  # seconds between polls
 
 
-@dataclass
+@dataclass(frozen=True)
 class Bundle:
-    mode: str  # "live" | "demo" | "replay"
+    mode: str  # "live" | "demo" | "replay" | "offline"
     host: str = field(default_factory=socket.gethostname)
     job: str = ""
-    specs: list[SourceSpec] = field(default_factory=list)
+    specs: tuple[SourceSpec, ...] = ()
     player: Player | None = None  # replay mode: readings come from here instead of specs
     recorder: Recorder | None = None
     # The py-spy source, for on-demand dumps (``d``); also in ``specs`` unless periodic dumps
@@ -41,17 +44,46 @@ class Bundle:
     stacks: Source | None = None
     # Across nodes: the feed of every node's readings (rltui.remote.feed); no local sources.
     feed: Feed | None = None
-    closers: list[Callable[[], None]] = field(default_factory=list)
-    _closed: bool = False
+    closers: tuple[Callable[[], None], ...] = ()
+    # set on the first close; shared by the bundles derived from this one, so that the sources
+    # are closed once whichever of them is closed
+    closed: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # lists are taken too (tests, callers that build them up), and frozen as tuples
+        object.__setattr__(self, "specs", tuple(self.specs))
+        object.__setattr__(self, "closers", tuple(self.closers))
 
     def intervals(self) -> dict[str, float]:
         return {s.source.name: s.interval for s in self.specs}
 
+    # -- derived bundles (the sources and the close are shared) ---------------------------------
+    def keeping(self, *names: str) -> Bundle:
+        """Only the sources of these names are polled (the others stay closed with it)."""
+        return replace(self, specs=tuple(s for s in self.specs if s.source.name in names))
+
+    def without_periodic_stacks(self) -> Bundle:
+        """No periodic py-spy rounds (saved dumps are the stacks to read)."""
+        return replace(self, specs=tuple(s for s in self.specs if s.source is not self.stacks))
+
+    def recording(self, recorder: Recorder) -> Bundle:
+        """Every reading also goes to ``recorder`` (closed with the bundle)."""
+        return replace(self, recorder=recorder)
+
+    def on_host(self, host: str) -> Bundle:
+        return replace(self, host=host)
+
+    def with_stacks(self, source: Source, interval: float | None = None) -> Bundle:
+        """``source`` is the py-spy source (the d key); polled every ``interval`` s too when one
+        is given."""
+        specs = self.specs + ((SourceSpec(source, interval),) if interval else ())
+        return replace(self, stacks=source, specs=specs)
+
     def close(self) -> None:
         """Close sources and run closers (stop the demo job). Idempotent, never raises."""
-        if self._closed:
+        if self.closed.is_set():
             return
-        self._closed = True
+        self.closed.set()
         sources = [spec.source for spec in self.specs]
         if self.stacks is not None and self.stacks not in sources:
             sources.append(self.stacks)

@@ -1,11 +1,10 @@
-"""The composition root: a bundle of sources, the monitor, the screens and the keys.
+"""The app: the monitor, the screens and the keys, fed by one driver.
 
-Data flow. Live and demo: a timer per source starts a thread worker at the source's cadence;
-the worker calls ``guarded_poll`` and posts ``ReadingArrived`` (never a second poll of a source
-while one is in flight). On the main thread the reading is folded into the monitor. A UI timer
-at ``cadence.ui`` evaluates (snapshot + diagnosis) and hands one ``View`` to every pane.
-Replay: the same UI timer advances the player by the wall time that passed and evaluates at
-scenario time, so ages and symptoms are the same on every run.
+Data flow. A driver (rltui/ui/drivers/) brings the readings: live and demo poll the bundle's
+sources on threads, replay plays a recording at scenario time, across nodes a feed brings every
+node's readings. A UI timer at ``cadence.ui`` asks the driver to evaluate (snapshot + diagnosis)
+and the app hands the one ``View`` to every pane. The app never asks which mode it is in: the
+driver says which mode-dependent actions apply (``Driver.actions``).
 
 Tests await ``app.next_evaluation()`` / ``app.wait_for_evaluation(n)`` (``app.evaluations``
 counts them; ``app.evaluated`` is an asyncio.Event set after each) instead of sleeping;
@@ -28,13 +27,13 @@ from textual.worker import Worker, WorkerState
 
 from rltui.config import Settings, save_theme
 from rltui.logbook import LogBook
-from rltui.model import Diagnosis, NodeSnapshot, Reading
+from rltui.model import Diagnosis, NodeSnapshot
 from rltui.monitor import Monitor
-from rltui.sources.base import Source, guarded_poll
-from rltui.sources.bundle import Bundle, SourceSpec
+from rltui.sources.bundle import Bundle
 from rltui.ui.commands import RltuiCommands
-from rltui.ui.across_nodes import AcrossNodes
-from rltui.ui.messages import ReadingArrived, ReplayState, View
+from rltui.ui.drivers import MODE_ACTIONS, REPLAY_ACTIONS, Driver, driver_for
+from rltui.ui.drivers.live import MIN_INTERVAL
+from rltui.ui.messages import DriverCall, ReadingArrived, View
 from rltui.incident import default_folder
 from rltui.ui.screens import HelpScreen, LogFileScreen, MainScreen
 from rltui.ui.screens.check import CheckScreen
@@ -45,14 +44,10 @@ from rltui.ui.widgets.log_view import LogView, OpenLog
 from rltui.ui.widgets.rank_table import RankPane
 from rltui.ui.zoom import toggle_zoom
 
-POLL_GROUP = "poll"
-STACKS_ON_DEMAND = "stacks on demand"  # worker name of a `d` dump (beside the periodic one)
-MIN_INTERVAL = 0.05  # s; a zero interval in a config must not spin the event loop
-REPLAY_ACTIONS = {"step", "faster", "slower", "to_end"}
 SPEED = Binding.Group("Speed")  # + and - share one footer entry
 
 
-class RltuiApp(AcrossNodes, App[int]):
+class RltuiApp(App[int]):
     CSS_PATH = "rltui.tcss"
     TITLE = "rltui"
     COMMANDS = App.COMMANDS | {RltuiCommands}
@@ -108,30 +103,23 @@ class RltuiApp(AcrossNodes, App[int]):
         self.config_path = Path(config_path) if config_path else None
         self.monitor = Monitor(host=bundle.host, job=bundle.job,
                                thresholds=settings.thresholds, history_len=settings.history)
-        self.logbook: LogBook = self.monitor.tracker.logbook
-        # Across nodes (rltui/ui/across_nodes.py) a feed brings every node's readings.
-        self._init_across_nodes(bundle.feed, bundle.job, settings.thresholds)
+        # Clocks are attributes so a test can replace them.
+        self.clock: Callable[[], float] = time.time
+        self.monotonic: Callable[[], float] = time.monotonic
+        self.driver: Driver = driver_for(bundle, self)
+        self.logbook: LogBook = self.driver.logbook
         self.themes: dict[str, RltuiTheme] = load_all()
         for theme in self.themes.values():
             self.register_theme(theme.textual)
         self.palette = self.themes.get(settings.theme, self.themes["dark"]).palette
-        # Clocks are attributes so a test can replace them.
-        self.clock: Callable[[], float] = time.time
-        self.monotonic: Callable[[], float] = time.monotonic
-        self.main_screen = MainScreen(self.logbook, across_nodes=self.feed is not None)
+        self.main_screen = MainScreen(self.logbook, across_nodes=self.driver.nodes_pane)
         self.latest: View | None = None
         self.evaluated = asyncio.Event()
         self.evaluations = 0  # evaluations shown on screen
         self.ingested = 0  # readings folded into the monitor
-        self._paused = False  # live mode; replay pauses the player itself
-        self._in_flight: set[str] = set()
-        self._refreshing: set[str] = set()
-        self._evaluated_at: float | None = None
-        self._last_tick = 0.0
+        self.evaluated_at: float | None = None  # the time of the view on screen
         self._bundle_closed = False
         self._stacks_shown: object = None  # the report the stacks screen shows
-        self._confirming: object = None  # the stack round a confirming round was asked after
-        self.confirm_rounds = 0  # confirming rounds asked for (a suspected hang each)
         # (a log holds an OOM, the stacks were read), as of the last view shown: the footer and
         # the m key follow it; found once per view, not once per binding check.
         self._footer_keys: tuple[bool, bool] = (False, False)
@@ -145,8 +133,6 @@ class RltuiApp(AcrossNodes, App[int]):
         self.check_forms: dict[str, Callable[[], object]] = {}
         # How a report reaches the disk; set by build_app (the app itself does no file I/O).
         self.report_writer: Callable[[str, dict], tuple[Path, Path]] | None = None
-        player = bundle.player
-        self.intervals = player.scenario.intervals() if player else bundle.intervals()
         self.theme = settings.theme if settings.theme in self.themes else "dark"
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -154,20 +140,9 @@ class RltuiApp(AcrossNodes, App[int]):
         return self.main_screen
 
     def on_mount(self) -> None:
-        for spec in self.bundle.specs:
-            self.set_interval(max(spec.interval, MIN_INTERVAL), partial(self._poll_due, spec),
-                              name=f"poll {spec.source.name}")
         self.set_interval(max(self.settings.cadence.ui, MIN_INTERVAL), self.tick,
                           name="evaluate")
-        player = self.bundle.player
-        if player is not None:
-            self._last_tick = self.monotonic()
-            self._play(player.step(0.0))  # the readings of the first instant
-        elif self.feed is not None:
-            self.feed.start(self._feed_reading)
-            self._evaluate(self.clock())  # every node "connecting" until its first line
-        else:
-            self.action_refresh()  # first poll of every source now, shown when all are in
+        self.driver.start()
 
     def on_unmount(self) -> None:
         self.cancel_checks()  # also when the app ends by a crash, not through exit()
@@ -179,131 +154,46 @@ class RltuiApp(AcrossNodes, App[int]):
             self._bundle_closed = True
             self.bundle.close()
 
-    # -- polling (live, demo) -----------------------------------------------------------------
-    def _poll_due(self, spec: SourceSpec) -> None:
-        if not self.paused:
-            self._start_poll(spec)
-
-    def _start_poll(self, spec: SourceSpec) -> bool:
-        name = spec.source.name
-        if name in self._in_flight:
-            return False  # a slow source is never polled twice at once
-        self._in_flight.add(name)
-        self.run_worker(partial(self._poll_in_thread, spec.source), name=name, group=POLL_GROUP,
-                        description=f"poll {name}", exit_on_error=False, start=True,
-                        exclusive=False, thread=True)
-        return True
-
-    def _poll_in_thread(self, source: Source) -> Reading:
-        # Worker thread: poll and post, nothing else (widgets belong to the main thread).
-        reading = guarded_poll(source)
-        self.post_message(ReadingArrived(reading))
-        return reading
-
+    # -- what the driver's threads hand the main thread -----------------------------------------
     def on_reading_arrived(self, message: ReadingArrived) -> None:
-        reading = message.reading
-        if self.bundle.recorder is not None:
-            self.bundle.recorder.write(reading)
-        self.monitor.ingest(reading)
-        self.ingested += 1
-        self._refresh_done(reading.source)
+        self.driver.arrived(message.reading)
 
-    def _refresh_done(self, name: str) -> None:
-        if name in self._refreshing:
-            self._refreshing.discard(name)
-            if not self._refreshing:
-                self._evaluate(self.clock())
+    def on_driver_call(self, message: DriverCall) -> None:
+        message.call()
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one worker-failure handler: a failed worker is a notification, not a crash."""
         worker = event.worker
         if event.state not in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
             return
-        if worker.group == POLL_GROUP:
-            self._in_flight.discard(worker.name)
-        if event.state == WorkerState.ERROR:
+        failed = event.state == WorkerState.ERROR
+        if failed:
             self.notify(f"{worker.description or worker.name}: {worker.error!r}",
                         title="Worker failed", severity="error", timeout=10)
-            if worker.group == POLL_GROUP:
-                self._refresh_done(worker.name)
+        self.driver.worker_ended(worker, failed)
 
     # -- evaluation -----------------------------------------------------------------------------
     def tick(self) -> None:
-        """The UI timer: advance a replay, or evaluate the live state."""
-        player = self.bundle.player
-        if player is not None:
-            now = self.monotonic()
-            elapsed, self._last_tick = now - self._last_tick, now
-            readings = player.advance(elapsed)
-            if readings or player.now != self._evaluated_at:
-                self._play(readings)
-            return
-        if not self.paused:
-            self._evaluate(self.clock())
+        """The UI timer: the driver advances a replay or evaluates the live state."""
+        self.driver.tick()
 
-    def _play(self, readings: Sequence[Reading]) -> None:
-        """Fold replayed readings with a snapshot at each reading time, as the headless replay
-        does (the rules read earlier snapshots through the history), then diagnose and show the
-        state at the player's position."""
-        player = self.bundle.player
-        assert player is not None
-        i = 0
-        while i < len(readings):
-            stamp = readings[i].timestamp
-            while i < len(readings) and readings[i].timestamp == stamp:
-                self.monitor.ingest(readings[i])
-                self.ingested += 1
-                i += 1
-            if stamp < player.now:
-                self.monitor.observe(stamp)
-        self._evaluate(player.now)
-
-    def _evaluate(self, now: float) -> None:
-        if self.cluster is not None:
-            view = self._evaluate_cluster(now)
-        else:
-            snapshot, diagnosis = self.monitor.evaluate(now)
-            view = self._view(snapshot, diagnosis)
-            self._confirm_if_suspected(now)
-        self._evaluated_at = now
+    def evaluate_now(self, now: float) -> None:
+        """Evaluate at ``now`` and show it on every pane."""
+        view = self.driver.evaluate(now)
+        self.evaluated_at = now
         self._show(view)
         self.evaluations += 1
         self.evaluated.set()
+        self.driver.evaluated(now)
 
-    def _confirm_if_suspected(self, now: float) -> None:
-        """A suspected hang gets its confirming stack round a sample gap after the first one,
-        before the next periodic round (rltui diagnose does the same): the verdict confirms
-        itself within seconds instead of a whole py-spy interval. Live only; once per round."""
-        spec = next((s for s in self.bundle.specs if s.source is self.bundle.stacks), None)
-        if spec is None or self.bundle.player is not None or self.paused:
-            return
-        rounds = self.monitor.tracker.snapshot_rounds()
-        if not rounds or rounds[-1] is self._confirming:
-            return
-        gap = self.settings.thresholds.stack_sample_gap_s
-        if spec.interval <= gap * 1.5 or not self.monitor.suggests_hang():
-            return  # the periodic round comes soon enough
-        self._confirming = rounds[-1]
-        # a second sample a gap after the first; a third (a busy-loop suspicion) 1.5 gaps
-        # after the second, an offset no step period aliases with both
-        offset = gap * 1.5 if self.monitor.stacks is not None and \
-            self.monitor.stacks.samples >= 2 else gap
-        delay = max(0.0, rounds[-1].started + offset - now)
-        self.set_timer(delay, partial(self._start_poll, spec), name="confirming stack round")
-        self.confirm_rounds += 1
-
-    def _view(self, snapshot: NodeSnapshot, diagnosis: Diagnosis) -> View:
-        player = self.bundle.player
-        replay = None
-        if player is not None:
-            replay = ReplayState(position=player.position, duration=player.duration,
-                                 speed=player.speed, paused=player.paused,
-                                 finished=player.finished)
-        return View(snapshot=snapshot, diagnosis=diagnosis, history=self.monitor.history,
+    def view_of(self, snapshot: NodeSnapshot, diagnosis: Diagnosis) -> View:
+        """The view of one evaluation, with the app's palette and the driver's state."""
+        monitor, driver = self.monitor, self.driver
+        return View(snapshot=snapshot, diagnosis=diagnosis, history=monitor.history,
                     thresholds=self.settings.thresholds, palette=self.palette,
-                    mode=self.bundle.mode, intervals=self.intervals, paused=self.paused,
-                    replay=replay, stacks=self.monitor.stacks, jobs=self.monitor.jobs,
-                    focus=self.monitor.focus, stacks_job=self.monitor.stacks_job)
+                    mode=driver.mode, intervals=driver.intervals(), paused=driver.paused,
+                    replay=driver.replay_state(), stacks=monitor.stacks, jobs=monitor.jobs,
+                    focus=monitor.focus, stacks_job=monitor.stacks_job)
 
     def _show(self, view: View) -> None:
         self.latest = view
@@ -324,12 +214,11 @@ class RltuiApp(AcrossNodes, App[int]):
                 screen.show_report(view.stacks)
 
     def _redraw(self) -> None:
-        """Show the last evaluation again with the current mode, speed and palette."""
-        latest = self.latest
+        """Show the last evaluation again with the current pause, speed and palette."""
+        latest, driver = self.latest, self.driver
         if latest is not None:
-            self._show(replace(self._view(latest.snapshot, latest.diagnosis),
-                               cluster=latest.cluster, history=latest.history,
-                               stacks=latest.stacks))
+            self._show(replace(latest, palette=self.palette, paused=driver.paused,
+                               replay=driver.replay_state(), intervals=driver.intervals()))
 
     async def wait_for_evaluation(self, after: int, timeout: float = 5.0) -> View:
         """Wait until evaluation number ``after + 1`` (or a later one) is on screen."""
@@ -350,47 +239,28 @@ class RltuiApp(AcrossNodes, App[int]):
     # -- actions --------------------------------------------------------------------------------
     @property
     def paused(self) -> bool:
-        player = self.bundle.player
-        return player.paused if player is not None else self._paused
+        return self.driver.paused
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        replay = self.bundle.player is not None
-        if action in REPLAY_ACTIONS and not replay:
-            return False  # hidden from the footer and inert outside replay
-        if action in ("refresh", "dump_stacks") and replay:
-            return False  # a recording has nothing new to poll
+        if action in MODE_ACTIONS and action not in self.driver.actions:
+            return False  # hidden from the footer and inert in this mode
         if action == "oom_triage":
             return self._footer_keys[0]  # shown (and live) only when a log holds an OOM
         if action == "choose_job":
-            return self.cluster is None and self.latest is not None and len(
+            return self.latest is not None and len(
                 [v for v in self.latest.jobs if v.job is not None]) > 1
-        if action == "show_stacks" and replay:
-            # A recording without stacks gets no footer entry for them (room on 80 columns).
+        if action == "show_stacks" and "dump_stacks" not in self.driver.actions:
+            # Nothing can dump (a recording): no footer entry for stacks that are not there
+            # (room on 80 columns).
             return self.latest is not None and self.latest.stacks is not None
         return True
 
     def action_toggle_pause(self) -> None:
-        player = self.bundle.player
-        if player is not None:
-            player.paused = not player.paused
-            self._last_tick = self.monotonic()  # resuming must not jump by the paused time
-        else:
-            self._paused = not self._paused
+        self.driver.toggle_pause()
         self._redraw()
 
     def action_refresh(self) -> None:
-        player = self.bundle.player
-        if player is not None:
-            self._evaluate(player.now)
-            return
-        if self.feed is not None:
-            self._evaluate(self.clock())  # the nodes send at their own cadence
-            return
-        self._refreshing = {spec.source.name for spec in self.bundle.specs}
-        for spec in self.bundle.specs:
-            self._start_poll(spec)  # one already in flight counts: its reading is as fresh
-        if not self._refreshing:
-            self._evaluate(self.clock())
+        self.driver.refresh()
 
     def action_zoom(self) -> None:
         if isinstance(self.screen, MainScreen):
@@ -420,32 +290,8 @@ class RltuiApp(AcrossNodes, App[int]):
 
     # -- stacks -------------------------------------------------------------------------------
     def action_dump_stacks(self) -> None:
-        """On-demand py-spy round: a blocking dump for a consistent cut (see docs/stacks.md)."""
-        if self.feed is not None:
-            self._dump_nodes(self._in_flight, STACKS_ON_DEMAND, POLL_GROUP)
-            return
-        source = self.bundle.stacks
-        if source is None:
-            self.notify("No stack source in this mode.", severity="warning")
-            return
-        if STACKS_ON_DEMAND in self._in_flight:
-            self.notify("A dump is already running.", severity="information")
-            return
-        count = len(self.latest.snapshot.live_procs) if self.latest else 0
-        self.notify(f"Dumping {count} process(es) with py-spy...", timeout=3)
-        self._in_flight.add(STACKS_ON_DEMAND)
-        self._refreshing.add(source.name)  # evaluate as soon as the round is in
-        self.run_worker(partial(self._dump_in_thread, source), name=STACKS_ON_DEMAND,
-                        group=POLL_GROUP, description="py-spy dump", exit_on_error=False,
-                        start=True, exclusive=False, thread=True)
-
-    def _dump_in_thread(self, source) -> Reading:
-        reading = guarded_poll(source, self.clock, poll=source.dump_now)
-        self.post_message(ReadingArrived(reading))
-        if reading.status != "ok":
-            self.call_from_thread(self.notify, f"{reading.message} {reading.remedy}".strip(),
-                                  title="py-spy", severity="error", timeout=15)
-        return reading
+        """Every rank's stack now (see docs/stacks.md); the driver knows how."""
+        self.driver.dump()
 
     def action_show_stacks(self) -> None:
         if isinstance(self.screen, StacksScreen):
@@ -456,11 +302,8 @@ class RltuiApp(AcrossNodes, App[int]):
             if state is not None and state.status != "ok":
                 self.notify(f"{state.message} {state.remedy}".strip(), title="No stacks",
                             severity="warning", timeout=15)
-            elif self.bundle.stacks is not None or self.feed is not None:
-                self.notify("No stacks yet: press d to dump every rank now.",
-                            severity="warning")
             else:
-                self.notify("No stacks in this recording.", severity="warning")
+                self.notify(self.driver.no_stacks_hint, severity="warning")
             return
         self._stacks_shown = view.stacks
         self.push_screen(StacksScreen(view.stacks, source_lines=self.source_lines,
@@ -468,8 +311,8 @@ class RltuiApp(AcrossNodes, App[int]):
 
     def action_choose_job(self) -> None:
         view = self.latest
-        if self.cluster is not None:
-            self.notify("Across nodes the view is the job the nodes were given for.",
+        if "choose_job" not in self.driver.actions:
+            self.notify("This view is the one job the nodes were given for.",
                         severity="warning")
             return
         if view is None or len([v for v in view.jobs if v.job is not None]) < 2:
@@ -486,22 +329,17 @@ class RltuiApp(AcrossNodes, App[int]):
             return
         self.monitor.focus = None if job_id == "*" else job_id
         self._stacks_shown = None
-        self._evaluate(self._evaluated_at if self._evaluated_at is not None else self.clock())
+        self.evaluate_now(self.evaluated_at if self.evaluated_at is not None else self.clock())
 
     def action_incident_report(self) -> None:
         """Write incident.md and incident.json for the ticket (see docs/incident-report.md)."""
         view = self.latest
         if view is None:
             return
-        from rltui import incident
-        doc = incident.build(incident.ReportInputs(
-            snapshot=view.snapshot, diagnosis=view.diagnosis, stacks=view.stacks,
-            log_tails=self.logbook.tails(incident.LOG_TAIL),
-            commands=list(self.commands) + self._stack_commands(view),
-            mode=self.bundle.mode, generated_at=self.clock()))
-        if view.cluster is not None:
-            from rltui.remote.cluster_report import nodes_json
-            doc["nodes"] = nodes_json(view.cluster)
+        from rltui import findings, incident
+        doc = findings.incident_document(
+            view.findings(), self.logbook.tails(incident.LOG_TAIL),
+            list(self.commands) + self.driver.stack_commands(view), generated_at=self.clock())
         folder = self.report_folder(self.clock())
         if self.report_writer is None:
             self.notify("Reports cannot be written in this mode.", severity="warning")
@@ -516,12 +354,6 @@ class RltuiApp(AcrossNodes, App[int]):
         self.notify(f"Incident report written: {written[0]} and {written[1].name}",
                     title="Report", timeout=15)
 
-    def _stack_commands(self, view: View) -> list[str]:
-        if view.cluster is not None:
-            return self._node_commands(view)
-        from rltui import incident
-        return incident.stack_commands(view.snapshot)
-
     # -- OOM ----------------------------------------------------------------------------------
     def _has_oom(self) -> bool:
         from rltui.diagnosis.oom.report import find_oom
@@ -529,11 +361,8 @@ class RltuiApp(AcrossNodes, App[int]):
 
     def action_oom_triage(self) -> None:
         """Read the job's config (a worker: files) and show the OOM triage."""
-        if self.feed is not None:
-            # The triage reads the job's config files, which are on the nodes, not here.
-            self.notify("OOM triage reads the job's config files on this machine: run "
-                        "`rltui oom` on the node that ran out of memory.", severity="warning",
-                        timeout=10)
+        if self.driver.oom_refusal:
+            self.notify(self.driver.oom_refusal, severity="warning", timeout=10)
             return
         if self.latest is None or self.oom_reporter is None or not self._footer_keys[0]:
             self.notify("No OOM in the logs.", severity="information")
@@ -657,23 +486,20 @@ class RltuiApp(AcrossNodes, App[int]):
             self.palette = theme.palette
         self._redraw()
 
+    # -- replay keys (check_action lets them through only where the driver has them) ---------
     def action_step(self) -> None:
-        if self.bundle.player is not None:
-            self._play(self.bundle.player.step(1.0))
+        self.driver.step()
 
     def action_to_end(self) -> None:
-        if self.bundle.player is not None:
-            self._play(self.bundle.player.to_end())
+        self.driver.to_end()
 
     def action_faster(self) -> None:
-        if self.bundle.player is not None:
-            self.bundle.player.faster()
-            self._redraw()
+        self.driver.faster()
+        self._redraw()
 
     def action_slower(self) -> None:
-        if self.bundle.player is not None:
-            self.bundle.player.slower()
-            self._redraw()
+        self.driver.slower()
+        self._redraw()
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         # Textual's own theme picker offers themes without rltui's palette and does not
@@ -695,7 +521,7 @@ def build_app(bundle: Bundle, settings: Settings, config_path: str | Path | None
     app.monitor.focus = job
     # The compare screen shows source lines through this; across nodes the frames' files are
     # on the nodes, and this machine's copy (another version, or none) would mislead.
-    app.source_lines = read_source if bundle.feed is None else None
+    app.source_lines = read_source if app.driver.reads_local_files else None
     app.report_writer = write_report
 
     def oom_reporter(snapshot, lines):

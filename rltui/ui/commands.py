@@ -32,14 +32,14 @@ def palette_commands(app: "RltuiApp") -> list[tuple[str, Callable[[], object], s
     for name in THEMES:
         commands.append((f"Theme: {THEME_TITLES.get(name, name)}",
                          lambda name=name: app.set_theme(name), f"Use the {name} theme"))
-    if app.bundle.player is not None:
+    if "step" in app.driver.actions:
         commands += [
             ("Replay: Step one second", app.action_step, "Move on one second (n)"),
             ("Replay: Faster", app.action_faster, "Play faster (+)"),
             ("Replay: Slower", app.action_slower, "Play slower (-)"),
             ("Replay: Jump to end", app.action_to_end, "Play to the end at once (e)"),
         ]
-    if app.bundle.player is None:
+    if "dump_stacks" in app.driver.actions:
         commands.append(("Stacks: Dump every rank now", app.action_dump_stacks,
                          "py-spy dump of every job process, a consistent cut (d)"))
     commands += [

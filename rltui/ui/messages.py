@@ -8,12 +8,14 @@ never call a source.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from textual.message import Message
 
 from rltui.cluster.view import ClusterSnapshot
 from rltui.diagnosis.stacks import StackReport
 from rltui.diagnosis.thresholds import Thresholds
+from rltui.findings import Findings
 from rltui.model import Diagnosis, NodeSnapshot, Reading
 from rltui.monitor import JobView
 from rltui.snapshot import History
@@ -38,6 +40,15 @@ class ReadingArrived(Message):
                 and self.reading.source not in ("logs", "stacks"))
 
 
+class DriverCall(Message):
+    """A driver's thread asks for ``call`` on the main thread (the driver has no message
+    handlers of its own: the app runs the call)."""
+
+    def __init__(self, call: Callable[[], None]) -> None:
+        super().__init__()
+        self.call = call
+
+
 @dataclass(frozen=True, slots=True)
 class ReplayState:
     position: float  # seconds since the scenario's first reading
@@ -56,7 +67,7 @@ class View:
     history: History  # the monitor's bounded history (shared, read-only for panes)
     thresholds: Thresholds
     palette: Palette
-    mode: str  # live | demo | replay
+    mode: str  # live | demo | replay | offline
     intervals: dict[str, float] = field(default_factory=dict)  # source -> poll interval, s
     paused: bool = False
     replay: ReplayState | None = None
@@ -68,3 +79,9 @@ class View:
     jobs: tuple[JobView, ...] = ()
     focus: str | None = None
     stacks_job: str | None = None  # the job whose hang report ``stacks`` is
+
+    def findings(self) -> Findings:
+        """What this evaluation found, for the reports every front end writes alike."""
+        return Findings(snapshot=self.snapshot, diagnosis=self.diagnosis, mode=self.mode,
+                        stacks=self.stacks, stacks_job=self.stacks_job, jobs=self.jobs,
+                        focus=self.focus, cluster=self.cluster)

@@ -153,17 +153,18 @@ class Probe:
     def install(self) -> None:
         app = self.app
         screen = app.main_screen
-        cluster = app.cluster
+        driver = app.driver
+        cluster = getattr(driver, "cluster", None)
         assert cluster is not None, "the app has no feed"
         perf, cpu_now, cpu = time.perf_counter, time.thread_time, self.cpu
 
-        feed_reading = app._feed_reading
+        feed_reading = driver.feed_reading
 
         def fed(host, reading) -> None:  # a feed thread
             self.arrived[id(reading)] = (reading, time.monotonic())
             feed_reading(host, reading)
 
-        app._feed_reading = fed
+        driver.feed_reading = fed
 
         ingest = cluster.ingest
 

@@ -147,7 +147,7 @@ async def test_a_node_lost_mid_stream_while_the_other_keeps_updating(tmp_path):
     app = cluster_app(tmp_path, plan, backoff=Backoff(initial=5.0, jitter=0.0))
     async with app.run_test(size=(120, 40)) as pilot:
         view = await until(app, lambda v: set(states(v).values()) == {"live"}, "both live")
-        victim = next(s for s in app.feed.streams if s.host == "node02").status().pid
+        victim = next(s for s in app.driver.feed.streams if s.host == "node02").status().pid
         os.kill(victim, signal.SIGKILL)
         view = await until(app, lambda v: states(v)["node02"] == "lost", "node02 lost")
         # On screen, as this view shows it (the panes got it before until() returned): its
@@ -190,7 +190,9 @@ async def test_a_skewed_node_clock_is_measured_and_its_ages_corrected(tmp_path):
             assert state.last_reading is not None
             assert view.snapshot.timestamp - state.last_reading > -1.0, state
         await pilot.pause()
-        assert app.main_screen.node_pane.table.get_cell("n1", "skew").text == "-120.0s"
+        # the text is the measured skew (a loaded machine measures -119.9 as well as -120.0)
+        shown = app.main_screen.node_pane.table.get_cell("n1", "skew").text
+        assert shown.endswith("s") and -121.0 < float(shown[:-1]) < -119.0, shown
 
 
 HOSTILE = (
@@ -224,7 +226,7 @@ async def test_a_hostile_stream_is_rejected_and_cannot_touch_other_nodes(tmp_pat
                            and v.cluster.node("node01").snapshot.gpus
                            and v.cluster.node("evil").snapshot is not None,
                            "the hostile stream read to its last line")
-        evil = next(s for s in app.feed.streams if s.host == "evil").status()
+        evil = next(s for s in app.driver.feed.streams if s.host == "evil").status()
         kinds = {p.kind for p in evil.problems}
         assert {"not-json", "too-long", "reading"} <= kinds, evil.problems
         node01 = view.cluster.node("node01")

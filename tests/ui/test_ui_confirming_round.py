@@ -9,7 +9,6 @@ import time
 
 from rltui.config import Cadence, Settings
 from rltui.diagnosis.thresholds import Thresholds
-from rltui.sources.bundle import SourceSpec
 from rltui.ui import build_app
 from tests.fakes.sources import FakeStackSource, live_bundle, procs_ok
 
@@ -20,9 +19,7 @@ WAIT = 30.0  # a safety net on a loaded machine, not a bound anything is held to
 
 
 def make(tmp_path, stacks: FakeStackSource, interval: float):
-    bundle = live_bundle(procs_ok(3))
-    bundle.stacks = stacks
-    bundle.specs.append(SourceSpec(stacks, interval))
+    bundle = live_bundle(procs_ok(3)).with_stacks(stacks, interval)
     return build_app(bundle, SETTINGS, config_path=tmp_path / "config.yaml")
 
 
@@ -35,14 +32,14 @@ async def test_a_suspected_hang_gets_a_second_round_before_the_periodic_one(tmp_
         while view.stacks is None or view.stacks.samples < 2:
             assert time.monotonic() < deadline, "no confirming round"
             view = await app.wait_for_evaluation(app.evaluations, timeout=WAIT)
-        assert stacks.polls == 2 and app.confirm_rounds == 1  # the first, then the confirming
+        assert stacks.polls == 2 and app.driver.confirm_rounds == 1  # the first, then the confirming
         assert view.stacks.confirmed and view.stacks.pattern == "A"
         hang = next(s for s in view.diagnosis.symptoms if s.id == "hang-cleanup-deadlock")
         assert hang.severity == "critical"
         # once confirmed, nothing more is asked until the periodic round
         for _ in range(5):
             await app.wait_for_evaluation(app.evaluations, timeout=WAIT)
-        assert stacks.polls == 2 and app.confirm_rounds == 1
+        assert stacks.polls == 2 and app.driver.confirm_rounds == 1
 
 
 async def test_no_confirming_round_when_the_periodic_one_comes_soon(tmp_path):
@@ -52,4 +49,4 @@ async def test_no_confirming_round_when_the_periodic_one_comes_soon(tmp_path):
         view = await app.wait_for_evaluation(after=0, timeout=WAIT)
         while view.stacks is None:
             view = await app.wait_for_evaluation(app.evaluations, timeout=WAIT)
-        assert app.confirm_rounds == 0
+        assert app.driver.confirm_rounds == 0

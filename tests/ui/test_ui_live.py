@@ -10,7 +10,7 @@ from textual.worker import WorkerFailed
 from rltui.config import Cadence, Settings
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.ui import build_app
-from rltui.ui.app import POLL_GROUP
+from rltui.ui.drivers.live import POLL_GROUP
 from tests.fakes.scenarios import NO_NVML
 from tests.fakes.sources import gpus_ok, gpus_unavailable, live_bundle, procs_ok
 from tests.ui.helpers import gpu_message, header_text
@@ -176,7 +176,8 @@ async def test_recorder_gets_every_ingested_reading(tmp_path):
 
     gpus, procs = gpus_ok(), procs_ok()
     bundle = live_bundle(gpus, procs, interval=0.05)
-    bundle.recorder = Recorder(tmp_path / "rec", host="test-node", intervals=bundle.intervals())
+    bundle = bundle.recording(Recorder(tmp_path / "rec", host="test-node",
+                                       intervals=bundle.intervals()))
     app = build_app(bundle, FAST, config_path=tmp_path / "config.yaml")
     async with app.run_test() as pilot:
         await app.wait_for_evaluation(after=0)

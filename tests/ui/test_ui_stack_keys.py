@@ -16,8 +16,7 @@ FAST = Settings(cadence=Cadence(gpus=0.05, procs=0.05, ui=0.1),
 
 
 def make(tmp_path, stacks: FakeStackSource):
-    bundle = live_bundle(procs_ok(3))
-    bundle.stacks = stacks  # on demand only, as with pyspy.interval 0
+    bundle = live_bundle(procs_ok(3)).with_stacks(stacks)  # on demand only (pyspy.interval 0)
     app = build_app(bundle, FAST, config_path=tmp_path / "config.yaml",
                     commands=["rltui --pid 1"])
     app.report_folder = lambda now: str(tmp_path / "report")

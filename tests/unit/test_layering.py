@@ -136,3 +136,27 @@ def test_agent_and_remote_never_import_the_command_line():
                         a.name == "cli" for a in node.names):
                     offenders.append(f"{path.relative_to(root)}:{node.lineno}")
     assert offenders == []
+
+
+def test_the_app_never_asks_which_mode_it_is_in():
+    """Live, replay and across nodes are drivers behind one protocol (rltui/ui/drivers/): the
+    app, its screens, widgets and commands never reach for the player, the feed, the cluster
+    monitor or the bundle's sources to decide what to do."""
+    import ast
+    import pathlib
+    root = pathlib.Path(__file__).resolve().parents[2] / "rltui" / "ui"
+    mode_parts = {"player", "feed", "cluster_monitor", "recorder", "specs", "stacks_source"}
+    offenders = []
+    for path in root.rglob("*.py"):
+        if "drivers" in path.parts:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            # bundle.player, self.bundle.feed, app.bundle.specs ...
+            if isinstance(node, ast.Attribute) and node.attr in mode_parts | {"stacks"} and \
+                    isinstance(node.value, ast.Attribute) and node.value.attr == "bundle":
+                offenders.append(f"{path.relative_to(root)}:{node.lineno} bundle.{node.attr}")
+            if isinstance(node, ast.Attribute) and node.attr in mode_parts and \
+                    isinstance(node.value, ast.Name) and node.value.id in ("self", "app"):
+                offenders.append(f"{path.relative_to(root)}:{node.lineno} .{node.attr}")
+    assert offenders == []

@@ -177,7 +177,7 @@ LONG = [
 @pytest.mark.parametrize("line", LONG, ids=range(len(LONG)))
 def test_long_lines_stay_fast(line):
     reader = EventReader()
-    start = time.perf_counter()
+    start = time.process_time()
     for i in range(3):
         reader.feed(line, i + 1, 0.0, (None, None))
     reader.flush()
@@ -185,4 +185,4 @@ def test_long_lines_stay_fast(line):
                   distfail.parse_companion, oom.parse_alloc_warning, oom.parse_ray_task_oom,
                   oom.parse_engine_oom, oom.parse_cuda_oom, elastic_error.parse_error_file):
         parse(line)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
