@@ -20,10 +20,14 @@ FRAMEWORK = Framework(
     log_prefixes=("(WorkerDict pid=N) ", "(TaskRunner pid=N, ip=10.0.0.1) ", "(pid=N) ",
                   "(raylet) ", "[repeated Nx across cluster] (suffix)"),
     titles=(
-        TitlePattern(r"ray::IDLE", "idle", "python/ray/_private/worker.py"),
-        TitlePattern(r"ray::(?P<role>DashboardAgent|RuntimeEnvAgent|JobSupervisor|"
-                     r"_StatsActor|ServeController|ProxyActor)(?:\.\w+\(\))?", "",
-                     "python/ray/dashboard/, python/ray/serve/"),
+        # idle pooled workers (ray::IDLE, ray::IDLE_SpillWorker ...), no job's process yet
+        TitlePattern(r"ray::IDLE(?:_\w+)?", "idle", "python/ray/_private/worker.py"),
+        # Ray's own services on every node (seen beside a job on Ray 2.60): never a job's rank
+        TitlePattern(r"ray::(?:DashboardAgent|RuntimeEnvAgent|SpillWorker|RestoreWorker)"
+                     r"(?:\.\w+\(\))?", "service",
+                     "python/ray/dashboard/, python/ray/_private/runtime_env/"),
+        TitlePattern(r"ray::(?P<role>JobSupervisor|_StatsActor|ServeController|ProxyActor)"
+                     r"(?:\.\w+\(\))?", "", "python/ray/dashboard/, python/ray/serve/"),
         TitlePattern(r"(?P<role>raylet|gcs_server)\b.*", "", "src/ray/raylet/, src/ray/gcs/"),
         # Any other actor or task: the class or function is the role.
         TitlePattern(r"ray::(?P<role>[A-Za-z_][\w]*)(?:\.\w+)?(?:\(\))?", "",

@@ -59,6 +59,17 @@ def env_gpu(env: Mapping[str, str]) -> int | None:
     return int(chosen) if chosen.isdigit() else None
 
 
+def ray_bystander(title: str) -> bool:
+    """A ``ray::`` title that is no job's process: an idle pooled worker (``ray::IDLE``) or one
+    of Ray's own services (``ray::DashboardAgent``, ``ray::RuntimeEnvAgent``...), which run on
+    every Ray node beside the job (the framework registry lists them)."""
+    if not title.startswith("ray::"):
+        return False
+    from rltui.frameworks import process_role
+    role = process_role(title)
+    return role is not None and role.framework == "ray" and role.role in ("idle", "service")
+
+
 def ray_class(title: str) -> str:
     """``ray::WorkerDict.actor_rollout_generate_sequences`` -> ``WorkerDict``."""
     m = re.match(r"ray::([^.\s(]+)", title)

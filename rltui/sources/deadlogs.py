@@ -32,7 +32,8 @@ from rltui.parsing import logplaces
 RECHECK_S = 10.0
 MAX_PER_JOB = 64  # files found per job (a 1024-rank job's folder is not listed whole)
 MAX_STATS = 512  # existence checks per look, all jobs together
-_RAY_WORKER = re.compile(r"^(?P<dir>.*/logs)/worker-[0-9a-f]+-(?P<job>[0-9a-f]+)-\d+\.(?:out|err)$")
+_RAY_WORKER = re.compile(
+    r"^(?P<dir>.*/logs)/worker-[0-9a-f]+-(?P<job>[0-9a-f]+)-(?P<pid>\d+)\.(?:out|err)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,17 +132,24 @@ def _of_job(members: list[ProcInfo], job, tie: str, budget: list[int]) -> list[F
                     continue
                 for path, r in logplaces.rank_swapped(own, p.rank, missing):
                     add(path, r, f"beside rank {p.rank}'s log {os.path.basename(own)}")
-    # Ray: the other workers' .err files of the same Ray job
+    # Ray: the other workers' .err files of the same Ray job. A file names its worker's pid,
+    # not its rank: with one rank missing and one worker gone with something on its stderr,
+    # that file is the missing rank's (Ray 2.60 names them worker-<id>-<job>-<pid>.err)
+    alive = {p.pid for p in members if not p.is_zombie}
     for p in members:
         for own in (p.stdout_path, p.stderr_path):
             m = _RAY_WORKER.match(own or "")
             if not m:
                 continue
             pattern = os.path.join(glob.escape(m.group("dir")), f"worker-*-{m.group('job')}-*.err")
-            files = sorted(glob.glob(pattern), key=_mtime, reverse=True)[:MAX_PER_JOB]
+            files = [f for f in sorted(glob.glob(pattern), key=_mtime, reverse=True)
+                     [:MAX_PER_JOB] if _size(f)]
+            gone = [f for f in files if int(_RAY_WORKER.match(f).group("pid")) not in alive]
             for path in files:
-                if _size(path):
-                    add(path, None, f"in Ray's session logs of job {m.group('job')}")
+                rank = missing[0] if len(missing) == 1 and gone == [path] else None
+                add(path, rank, f"in Ray's session logs of job {m.group('job')}"
+                    + (f" (the one worker gone, rank {rank} the one missing)"
+                       if rank is not None else ""))
             break
     return out
 

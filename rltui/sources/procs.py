@@ -22,10 +22,11 @@ from typing import Callable, Mapping, Sequence
 
 import psutil
 
+from rltui.jobs import ties
 from rltui.model import DENIED, ERROR, OK, ProcInfo, ProcPoll, Reading
 from rltui.parsing.procinfo import (  # noqa: F401 - re-exported for callers and tests
     DEBUG_ENV, ENGINES, JOB_ENV, LAUNCHER_MODULES, _program, _pythonish, env_gpu, launcher_of,
-    parse_int, ray_class, role_of,
+    parse_int, ray_bystander, ray_class, role_of,
 )
 from rltui.redact import redact_argv, redact_env
 from rltui.sources.base import reading
@@ -108,9 +109,13 @@ def _static(proc: psutil.Process, cmdline: tuple[str, ...], name: str, reason: s
     return _Static(
         name=name, cmdline=redact_argv(cmdline), role=role_of(cmdline, name),
         ray=bool(cmdline) and cmdline[0].startswith("ray::"),
-        rank=parse_int(env.get("RANK")), local_rank=parse_int(env.get("LOCAL_RANK")),
+        rank=parse_int(env.get("RANK")),
+        # verl's Ray workers start with RAY_LOCAL_*; they set LOCAL_RANK only in-process,
+        # which /proc never shows
+        local_rank=parse_int(env.get("LOCAL_RANK", env.get("RAY_LOCAL_RANK"))),
         world_size=parse_int(env.get("WORLD_SIZE")),
-        local_world_size=parse_int(env.get("LOCAL_WORLD_SIZE")),
+        local_world_size=parse_int(env.get("LOCAL_WORLD_SIZE",
+                                           env.get("RAY_LOCAL_WORLD_SIZE"))),
         node_rank=_node_rank(env), env_gpu=env_gpu(env),
         debug_env=tuple(sorted(redact_env(shown).items())),
         job_env=tuple(sorted(redact_env(ties).items())), launcher=launcher_of(cmdline),
@@ -389,6 +394,8 @@ class ProcSource:
 
 
 def _classify_default(entry: _Entry, cmdline: tuple[str, ...], name: Callable[[], str]) -> None:
+    if ray_bystander(cmdline[0]):
+        return  # Ray's idle pool and its own services: ray:: titles, but no job's processes
     if cmdline[0].startswith("ray::") or launcher_of(cmdline):
         entry.static = _static(entry.proc, cmdline, name())
     elif _pythonish(cmdline[0]) or _pythonish(name()):
@@ -434,16 +441,17 @@ def orphaned_helpers(infos: list[ProcInfo]) -> set[int]:
     process group was made) keeps the rank's environment, RANK included, and its sockets; when
     the rank dies it is re-parented to init and would read as that rank alive, at the stack the
     rank had when it forked. It is one when its parent is init while the job's other ranks
-    (same rendezvous) share a live parent, and it started after all of them. Ranks re-parented
-    together (their launcher died) have no such parent and are kept."""
-    by_tie: dict[tuple, list[ProcInfo]] = {}
+    (same job tie: the rendezvous, else the run id, Slurm step or Ray job, as rltui.jobs ties
+    them) share a live parent, and it started after all of them. Ranks re-parented together
+    (their launcher died) have no such parent and are kept."""
+    by_tie: dict[str, list[ProcInfo]] = {}
     for p in infos:
         if p.rank is not None:
-            by_tie.setdefault((p.env("MASTER_ADDR"), p.env("MASTER_PORT")), []).append(p)
+            tokens = ties(p)
+            if tokens:
+                by_tie.setdefault(tokens[0], []).append(p)
     out: set[int] = set()
-    for (addr, port), ranked in by_tie.items():
-        if addr is None or port is None:
-            continue
+    for ranked in by_tie.values():
         parented = [p for p in ranked if p.ppid not in (None, 0, 1)]
         parents = {p.ppid for p in parented}
         if len(parents) != 1 or len(parented) == len(ranked):

@@ -139,7 +139,10 @@ class RayHead:
         self.close()
 
     def env(self) -> dict[str, str]:
-        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", PYTHONUNBUFFERED="1")
+        # RAY_AUTH_MODE: a token left in ~/.ray by another Ray on this machine would make the
+        # dashboard answer 401 to every request of the tests
+        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", PYTHONUNBUFFERED="1",
+                   RAY_AUTH_MODE="disabled")
         # Ray's dashboard agent runs py-spy by name: the interpreter's own scripts (a venv's
         # bin, where py-spy is installed) come first even when the venv is not activated.
         env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])

@@ -8,6 +8,13 @@ in ``all_reduce`` (gradients) while the last rank, which got an empty batch, wai
 ``all_gather`` (metrics). One more actor, ``victim``, has no rank and blocks outside any
 collective; a test kills it to make its traceback fail.
 
+``crash N``: N ``Trainer`` actors set up as above (no victim) step through ``all_reduce``; the
+last rank raises at step 3 (a real traceback on the actor's stderr, which Ray writes into its
+session logs as ``worker-<id>-<job>-<pid>.err``) and dies. Before dying it forks a child that
+keeps its sockets open (as a DataLoader worker forked after the group was made does), so ranks
+0..N-2 keep waiting for it in ``all_reduce`` instead of gloo noticing; the child is in the
+node's session and dies with it.
+
 ``spread IP ...``: one ``Sleeper`` actor on each node named by its IP (Ray's ``node:IP``
 resource), blocking outside any collective; with no IP, one ``Sleeper`` wherever Ray puts it.
 
@@ -32,6 +39,7 @@ import ray
 PREFIX = "rtx"  # verl puts a random prefix before every worker group's actor names
 SECRET = "sk-rltui-test-secret-0123456789"  # must never appear in what rltui reads
 PG_TIMEOUT = datetime.timedelta(hours=1)  # nothing times out while the test looks
+CRASH_STEP = 3
 
 
 def _die_with_the_test() -> None:
@@ -65,6 +73,32 @@ class Trainer:
         gathered = [torch.zeros(1) for _ in range(dist.get_world_size())]
         dist.all_gather(gathered, torch.ones(1))
 
+    def fit(self) -> None:
+        import time
+
+        import torch
+        import torch.distributed as dist
+
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        for step in range(1, 1000):
+            if step == CRASH_STEP and rank == world - 1:
+                if os.fork() == 0:  # the "DataLoader worker" holding the sockets
+                    signal.pause()
+                    os._exit(0)
+                try:
+                    self.load_batch(step)
+                except RuntimeError:
+                    import traceback
+                    traceback.print_exc()
+                    sys.stderr.flush()
+                    os._exit(1)
+            dist.all_reduce(torch.ones(1))
+            print(f"step:{step} - timing_s/step:0.1", file=sys.stderr, flush=True)
+            time.sleep(0.1)
+
+    def load_batch(self, step: int) -> None:
+        raise RuntimeError(f"CUDA error: an illegal memory access was encountered (step {step})")
+
     def train_step(self) -> None:
         empty_batch = int(os.environ["RANK"]) == int(os.environ["WORLD_SIZE"]) - 1
         if not empty_batch:  # a data-dependent branch: no gradient for an empty batch
@@ -81,23 +115,33 @@ class Sleeper:
         threading.Event().wait()
 
 
-def mismatch(world: int) -> tuple[list[dict], list]:
+def trainers(world: int) -> tuple[list, list[dict]]:
+    """``world`` Trainer actors in one gloo group, set up as verl's worker groups are."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    trainers = []
+    actors = []
     for rank in range(world):
         env = {"RANK": str(rank), "WORLD_SIZE": str(world), "RAY_LOCAL_RANK": str(rank),
                "RAY_LOCAL_WORLD_SIZE": str(world), "NCCL_DEBUG": "INFO",
                "WANDB_API_KEY": SECRET}
-        trainers.append(Trainer.options(name=f"{PREFIX}Trainer_0:{rank}",
-                                        runtime_env={"env_vars": env}).remote())
+        actors.append(Trainer.options(name=f"{PREFIX}Trainer_0:{rank}",
+                                      runtime_env={"env_vars": env}).remote())
+    infos = ray.get([t.setup.remote(port) for t in actors])
+    return actors, [dict(info, name=f"{PREFIX}Trainer_0:{rank}", rank=rank)
+                    for rank, info in enumerate(infos)]
+
+
+def mismatch(world: int) -> tuple[list[dict], list]:
+    actors, shown = trainers(world)
     victim = Sleeper.options(name="victim").remote()
-    infos = ray.get([t.setup.remote(port) for t in trainers] + [victim.where.remote()])
-    shown = [dict(info, name=f"{PREFIX}Trainer_0:{rank}", rank=rank)
-             for rank, info in enumerate(infos[:world])]
-    shown.append(dict(infos[world], name="victim", rank=None))
-    return shown, [t.train_step.remote() for t in trainers] + [victim.block.remote()]
+    shown.append(dict(ray.get(victim.where.remote()), name="victim", rank=None))
+    return shown, [t.train_step.remote() for t in actors] + [victim.block.remote()]
+
+
+def crash(world: int) -> tuple[list[dict], list]:
+    actors, shown = trainers(world)
+    return shown, [t.fit.remote() for t in actors]
 
 
 def spread(ips: list[str]) -> tuple[list[dict], list]:
@@ -116,7 +160,9 @@ def main() -> None:
     _die_with_the_test()
     address, mode, *args = sys.argv[1:]
     ray.init(address=address, namespace="rltui-test", log_to_driver=False)
-    actors, pending = mismatch(int(args[0])) if mode == "mismatch" else spread(args)
+    modes = {"mismatch": lambda: mismatch(int(args[0])), "crash": lambda: crash(int(args[0])),
+             "spread": lambda: spread(args)}
+    actors, pending = modes[mode]()
     print("ready " + json.dumps({"actors": actors, "driver": os.getpid()}), flush=True)
     sys.stdin.read()  # the calls stay pending until the test closes stdin or kills us
     del pending

@@ -94,3 +94,34 @@ def test_the_other_nodes_ranks_are_not_missing_here(tmp_path):
     assert DeadLogFinder().find(here) == []
     # rank 3 gone from this node: its file is found
     assert [f.rank for f in DeadLogFinder().find(here[:1])] == [3]
+
+
+def _ray_actor(pid: int, rank: int, world: int, logs) -> ProcInfo:
+    err = logs / f"worker-{pid:x}aa-01000000-{pid}.err"
+    err.write_text("step:1\n")
+    return ProcInfo(pid=pid, ppid=50, cmdline=("ray::Trainer.fit",), stderr_path=str(err),
+                    rank=rank, local_rank=rank, world_size=world, local_world_size=world)
+
+
+def test_the_one_ray_worker_gone_is_the_one_rank_missing(tmp_path):
+    """Seen on a real Ray 2.60 job (tests/integration/test_ray_after_the_fact.py): the dead
+    actor's .err names its pid, not its rank; one rank missing and one worker gone make it
+    that rank's log, so its traceback tells how the rank ended."""
+    logs = tmp_path / "session_latest" / "logs"
+    logs.mkdir(parents=True)
+    live = [_ray_actor(100 + r, r, 3, logs) for r in (0, 1)]
+    dead = logs / "worker-ff-01000000-102.err"
+    dead.write_text("Traceback (most recent call last):\nRuntimeError: boom\n")
+    found = {f.path: f for f in DeadLogFinder().find(live)}
+    assert found[str(dead)].rank == 2
+    assert "rank 2 the one missing" in found[str(dead)].found
+
+
+def test_two_ray_workers_gone_name_no_rank(tmp_path):
+    logs = tmp_path / "session_latest" / "logs"
+    logs.mkdir(parents=True)
+    live = [_ray_actor(100, 0, 3, logs)]
+    for pid in (102, 103):
+        (logs / f"worker-ff-01000000-{pid}.err").write_text("Traceback\n")
+    found = DeadLogFinder().find(live)
+    assert {f.rank for f in found if "-10" in f.path and "ff-" in f.path} == {None}

@@ -86,6 +86,11 @@ def test_the_package_imports_only_the_standard_library_and_the_model():
     ("ray::WorkerDict", ProcessRole("verl", "worker")),
     ("ray::TaskRunner", ProcessRole("verl", "driver")),
     ("ray::IDLE", ProcessRole("ray", "idle")),
+    ("ray::IDLE_SpillWorker", ProcessRole("ray", "idle")),
+    # Ray's own services beside a job (titles seen on a Ray 2.60 node)
+    ("ray::DashboardAgent", ProcessRole("ray", "service")),
+    ("ray::RuntimeEnvAgent", ProcessRole("ray", "service")),
+    ("ray::JobSupervisor", ProcessRole("ray", "JobSupervisor")),
     ("ray::WorkerDict.actor_rollout_compute_ref_log_prob()",
      ProcessRole("verl", "actor_rollout")),
     ("(TaskRunner pid=2213, ip=10.0.0.1)", ProcessRole("verl", "driver")),

@@ -1,0 +1,51 @@
+"""Helpers that outlived their rank (rltui.sources.procs.orphaned_helpers): a child forked after
+the process group was made keeps the rank's environment; when the rank dies it is re-parented
+to init and must not read as that rank alive. Seen on a real Ray 2.60 job, where the ranks have
+no rendezvous variables (tests/integration/test_ray_after_the_fact.py): the Ray job ties them."""
+
+from __future__ import annotations
+
+from rltui.model import ProcInfo
+from rltui.sources.procs import orphaned_helpers
+
+MASTER = (("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29500"))
+RAY = (("RAY_JOB_ID", "01000000"), ("RAY_RAYLET_PID", "13878"))
+
+
+def rank(pid, r, ppid, started, env):
+    return ProcInfo(pid=pid, ppid=ppid, rank=r, world_size=3, create_time=started,
+                    cmdline=("ray::Trainer.fit",), job_env=env)
+
+
+def test_a_late_orphan_of_a_ray_job_is_a_helper():
+    procs = [rank(14057, 0, 13878, 396.9, RAY), rank(14058, 1, 13878, 396.9, RAY),
+             rank(14170, 2, 1, 401.8, RAY)]
+    assert orphaned_helpers(procs) == {14170}
+
+
+def test_a_late_orphan_of_a_rendezvous_is_a_helper():
+    procs = [rank(10, 0, 5, 100.0, MASTER), rank(11, 1, 5, 100.0, MASTER),
+             rank(12, 2, 1, 110.0, MASTER)]
+    assert orphaned_helpers(procs) == {12}
+
+
+def test_ranks_re_parented_together_are_kept():
+    procs = [rank(10, 0, 1, 100.0, RAY), rank(11, 1, 1, 100.0, RAY), rank(12, 2, 1, 100.0, RAY)]
+    assert orphaned_helpers(procs) == set()
+
+
+def test_an_orphan_of_another_job_is_not_this_job_s_helper():
+    other = (("RAY_JOB_ID", "02000000"), ("RAY_RAYLET_PID", "13878"))
+    procs = [rank(10, 0, 5, 100.0, RAY), rank(11, 1, 5, 100.0, RAY),
+             rank(12, 2, 1, 110.0, other)]
+    assert orphaned_helpers(procs) == set()
+
+
+def test_an_orphan_that_started_with_the_others_is_kept():
+    procs = [rank(10, 0, 5, 100.0, RAY), rank(11, 1, 5, 100.0, RAY), rank(12, 2, 1, 101.0, RAY)]
+    assert orphaned_helpers(procs) == set()
+
+
+def test_processes_with_no_tie_are_left_alone():
+    procs = [rank(10, 0, 5, 100.0, ()), rank(11, 1, 5, 100.0, ()), rank(12, 2, 1, 110.0, ())]
+    assert orphaned_helpers(procs) == set()
