@@ -109,6 +109,10 @@ def _member_order(member: int) -> tuple[int, int]:
 
 def pattern_name(report: StackReport) -> str:
     """The header's first words: ``Pattern B: collective mismatch``, ``No hang`` ..."""
+    if report.pattern == "A" and report.missing_ranks and not any(
+            c.teardown or c.exiting for c in report.classes):
+        # nobody is in cleanup: the ranks wait for one that is gone (crashed, killed, exited)
+        return "Pattern A: a rank left"
     if report.pattern in PATTERN_NAMES:
         return f"Pattern {report.pattern}: {PATTERN_NAMES[report.pattern]}"
     if report.symptom_id == BUSY_LOOP:

@@ -75,6 +75,8 @@ def test_pattern_names():
     assert pattern_name(report_of("collective-mismatch")) == "Pattern B: collective mismatch"
     assert pattern_name(report_of("cleanup-deadlock")) == "Pattern A: cleanup deadlock"
     assert pattern_name(report_of("stall")) == "Pattern C: same collective"
+    # nobody in cleanup, the others wait for a rank that is gone: no "cleanup deadlock"
+    assert pattern_name(report_of("stall", missing_ranks=[3])) == "Pattern A: a rank left"
     assert pattern_name(classify([])) == "No stacks"
     moving = [[ProcessDump(1, 0, (ThreadStack(1, "MainThread", "active", (f("a"),)),))],
               [ProcessDump(1, 0, (ThreadStack(1, "MainThread", "active", (f("b"),)),))]]
