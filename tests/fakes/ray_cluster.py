@@ -106,7 +106,10 @@ class RayHead:
     ``head.gcs`` what ``ray start --address`` and ``ray.init`` take."""
 
     def __init__(self, *, node_ip: str | None = None, dashboard_host: str = "127.0.0.1",
-                 profiling: bool = True, num_cpus: int = 2) -> None:
+                 profiling: bool = True, num_cpus: int = 2,
+                 auth_token: str | None = None) -> None:
+        # auth_token: the head runs with Ray's token authentication (RAY_AUTH_MODE=token)
+        self.auth_token = auth_token
         self.node_ip = node_ip
         self.dashboard_host = dashboard_host
         self.profiling = profiling
@@ -143,6 +146,8 @@ class RayHead:
         # dashboard answer 401 to every request of the tests
         env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", PYTHONUNBUFFERED="1",
                    RAY_AUTH_MODE="disabled")
+        if self.auth_token:
+            env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=self.auth_token)
         # Ray's dashboard agent runs py-spy by name: the interpreter's own scripts (a venv's
         # bin, where py-spy is installed) come first even when the venv is not activated.
         env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
@@ -195,11 +200,13 @@ class RayHead:
         """Until the state API lists this head ALIVE. Polled with a deadline: the dashboard
         starts its HTTP modules after `ray start` says it started, and tells no one."""
         url = f"http://{self.dashboard}/api/v0/nodes"
+        headers = {"Authorization": f"Bearer {self.auth_token}"} if self.auth_token else {}
         deadline = time.monotonic() + WAIT
         last = ""
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(url, timeout=5) as answer:
+                request = urllib.request.Request(url, headers=headers)
+                with urllib.request.urlopen(request, timeout=5) as answer:
                     rows = json.load(answer)["data"]["result"]["result"]
                 if any(r.get("state") == "ALIVE" for r in rows):
                     return

@@ -472,7 +472,15 @@ class _Scripted(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         self.server.asked.append(self.path)
+        self.server.auth.append(self.headers.get("Authorization"))
         path = self.path.split("?")[0]
+        token = self.server.token  # Ray's token authentication: 401 without the token
+        if token is not None and self.headers.get("Authorization") != f"Bearer {token}":
+            self.send_response(401)
+            self.send_header("Content-Length", "12")
+            self.end_headers()
+            self.wfile.write(b"Unauthorized")
+            return
         if path == "/close":
             self.close_connection = True
             self.connection.shutdown(2)
@@ -503,6 +511,8 @@ def script_server(port: int = 0) -> Iterator[http.server.ThreadingHTTPServer]:
     server.daemon_threads = True
     server.script = {}
     server.asked = []  # request targets, as sent (a proxy gets whole URLs)
+    server.auth = []  # the Authorization header of each request (None: not sent)
+    server.token = None
     server.release = threading.Event()
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
@@ -724,3 +734,84 @@ def test_a_summary_with_numbers_that_are_none_keeps_the_nodes_and_says_why(scrip
         assert feed.error == ""
     finally:
         feed.close()
+
+
+# -- Ray's token authentication (RAY_AUTH_MODE=token, Ray 2.52+) ------------------------------------
+
+TOKEN = "0123456789abcdef0123456789abcdef"
+
+
+@pytest.fixture
+def no_ray_token(monkeypatch, tmp_path):
+    """No token anywhere rltui would look: the environment and the home folder are the test's."""
+    for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+
+def test_a_dashboard_that_asks_for_the_token_gets_it_and_only_then(scripted, no_ray_token,
+                                                                   monkeypatch):
+    serve(scripted, "two_nodes")
+    scripted.token = TOKEN
+    monkeypatch.setenv("RAY_AUTH_TOKEN", TOKEN)
+    client = DashboardClient(parse_address(f"127.0.0.1:{scripted.server_port}"), timeout=5)
+    assert len(client.state_list("nodes")[0]) == 2
+    assert client.token_source == "RAY_AUTH_TOKEN"
+    # asked once without it, then with it, and with it from then on
+    assert scripted.auth[0] is None and set(scripted.auth[1:]) == {f"Bearer {TOKEN}"}
+
+
+def test_a_dashboard_without_authentication_never_sees_the_token(scripted, no_ray_token,
+                                                                 monkeypatch):
+    serve(scripted, "two_nodes")
+    monkeypatch.setenv("RAY_AUTH_TOKEN", TOKEN)
+    client = DashboardClient(parse_address(f"127.0.0.1:{scripted.server_port}"), timeout=5)
+    client.state_list("nodes")
+    assert set(scripted.auth) == {None} and client.token_source is None
+
+
+def test_the_token_file_in_the_home_folder_is_used(scripted, no_ray_token, tmp_path):
+    serve(scripted, "two_nodes")
+    scripted.token = TOKEN
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text(TOKEN + "\n")
+    client = DashboardClient(parse_address(f"127.0.0.1:{scripted.server_port}"), timeout=5)
+    assert len(client.state_list("nodes")[0]) == 2
+    assert client.token_source == str(tmp_path / ".ray" / "auth_token")
+
+
+@pytest.mark.parametrize("token, said", [
+    (None, "rltui found none: set RAY_AUTH_TOKEN"),
+    ("wrong-token-value", "The Ray auth token rltui sent (from RAY_AUTH_TOKEN) was refused"),
+])
+def test_no_token_or_a_wrong_one_says_what_to_do_and_never_shows_it(scripted, no_ray_token,
+                                                                    monkeypatch, token, said):
+    serve(scripted, "two_nodes")
+    scripted.token = TOKEN
+    if token:
+        monkeypatch.setenv("RAY_AUTH_TOKEN", token)
+    client = DashboardClient(parse_address(f"127.0.0.1:{scripted.server_port}"), timeout=5)
+    with pytest.raises(DashboardError) as caught:
+        client.state_list("nodes")
+    error = caught.value
+    assert error.status == 401 and said in error.remedy, error.remedy
+    assert "wrong-token-value" not in error.message + error.remedy
+
+
+def test_a_real_ray_head_with_token_authentication(ray_ok, no_ray_token, monkeypatch):
+    """Ray 2.60 itself, RAY_AUTH_MODE=token: without the token the feed says what to do; with
+    RAY_AUTH_TOKEN set as Ray's own clients read it, the node is live."""
+    with RayHead(auth_token=TOKEN) as head:
+        feed = RayFeed(head.dashboard, interval=3600, stack_interval=0, timeout=10)
+        try:
+            feed.poll_once()
+            assert "HTTP 401" in feed.error and "RAY_AUTH_TOKEN" in feed.error, feed.error
+        finally:
+            feed.close()
+        monkeypatch.setenv("RAY_AUTH_TOKEN", TOKEN)
+        feed = RayFeed(head.dashboard, interval=3600, stack_interval=0, timeout=10)
+        try:
+            feed.poll_once()
+            assert feed.error == "" and [s.state for s in feed.statuses()] == [LIVE]
+        finally:
+            feed.close()

@@ -13,6 +13,10 @@ the like are for the way out of a network; the dashboard is on the cluster's own
 at the near end of an ssh tunnel, and a tunnel's 127.0.0.1 sent to a proxy would reach the
 proxy's own machine), and no redirect to another host (what rltui reads must come from the
 dashboard it was pointed at).
+
+A dashboard behind Ray's token authentication answers 401: the request is made once more with
+the token Ray's own clients would use (rltui.remote.ray.auth), which is then sent with every
+later request to that dashboard; a dashboard that did not ask never sees it.
 """
 
 from __future__ import annotations
@@ -72,6 +76,8 @@ class DashboardClient:
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}),
                                                    _SameOrigin(address))
         self._headers = {"User-Agent": f"rltui/{__version__}", "Accept": "application/json"}
+        self.token_source: str | None = None  # where the token sent came from, once one is
+        self._no_token = ""  # why none could be sent, after a 401
 
     # -- raw
 
@@ -81,8 +87,25 @@ class DashboardClient:
         returned, not raised; a transport failure raises ``DashboardError``."""
         query = urlencode(list(params.items()) if isinstance(params, Mapping) else list(params))
         url = f"{self.address.url}{path}" + (f"?{query}" if query else "")
-        request = urllib.request.Request(url, headers=self._headers)
         wait = self.timeout if timeout is None else max(0.1, timeout)
+        answer = self._get(url, path, wait)
+        if answer[0] == 401 and self.token_source is None and self._take_token():
+            answer = self._get(url, path, wait)
+        return answer
+
+    def _take_token(self) -> bool:
+        """Find Ray's token after a 401; True when one was found (and is sent from now on)."""
+        from rltui.remote.ray.auth import find_token
+        token, why = find_token()
+        if token is None:
+            self._no_token = why
+            return False
+        self._headers = dict(self._headers, Authorization=f"Bearer {token.value}")
+        self.token_source = token.source
+        return True
+
+    def _get(self, url: str, path: str, wait: float) -> tuple[int, str, str]:
+        request = urllib.request.Request(url, headers=self._headers)
         try:
             with self._opener.open(request, timeout=wait) as answer:
                 return answer.status, answer.headers.get_content_type(), _body(answer, path)
@@ -137,9 +160,7 @@ class DashboardClient:
             raise DashboardError(HTTP, f"the Ray dashboard at {self.address.label} refuses "
                                        f"rltui (HTTP {status} on {path}): "
                                        f"{_envelope_msg(body) or _quote(body)}",
-                                 "rltui sends no credentials: a dashboard behind Ray's token "
-                                 "authentication (RAY_AUTH_MODE=token) or an authenticating "
-                                 "proxy cannot be read yet.", status)
+                                 self._refusal_remedy(), status)
         if status != 200:
             # The state API says what went wrong in its envelope's "msg", with 4xx and 5xx.
             said = _envelope_msg(body) or _quote(body)
@@ -157,6 +178,16 @@ class DashboardClient:
             raise DashboardError(BAD_JSON, f"{self.address.label} answered {path} with JSON "
                                            "nested too deeply to read: not a Ray dashboard's "
                                            "answer", NEEDS_DASHBOARD, status) from None
+
+    def _refusal_remedy(self) -> str:
+        from rltui.remote.ray.auth import WHERE_TO_PUT_IT
+        if self.token_source is not None:
+            return (f"The Ray auth token rltui sent (from {self.token_source}) was refused: "
+                    "it is not this cluster's token; " + WHERE_TO_PUT_IT + ".")
+        why = f" ({self._no_token})" if self._no_token else ""
+        return ("The dashboard asks for Ray's auth token (RAY_AUTH_MODE=token) and rltui found "
+                f"none{why}: {WHERE_TO_PUT_IT}. An authenticating proxy in front of the "
+                "dashboard cannot be passed.")
 
     def _not_found(self, path: str, ctype: str, body: str) -> DashboardError:
         version = self.ray_version()

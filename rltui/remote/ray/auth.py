@@ -1,0 +1,51 @@
+"""Ray's token authentication (Ray 2.52 and later, ``RAY_AUTH_MODE=token``): where the token is,
+found the way Ray's own clients find it, and never shown.
+
+Precedence (Ray's documentation, "Token Authentication"): ``RAY_AUTH_TOKEN`` when set and not
+empty; else the file ``RAY_AUTH_TOKEN_PATH`` names; else ``~/.ray/auth_token``. The dashboard
+takes it as ``Authorization: Bearer <token>``. rltui sends it only to a dashboard that answered
+401 without it (a dashboard without authentication never sees it), and names where it came
+from, never the token itself.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Mapping
+
+MAX_TOKEN_BYTES = 4096  # a token is a few dozen characters; a bigger file is not one
+DEFAULT_PATH = "~/.ray/auth_token"
+WHERE_TO_PUT_IT = ("set RAY_AUTH_TOKEN, or RAY_AUTH_TOKEN_PATH to the token's file, or put it "
+                   f"in {DEFAULT_PATH} (`ray get-auth-token` prints the cluster's token)")
+
+
+@dataclass(frozen=True)
+class Token:
+    value: str = field(repr=False)
+    source: str  # where it was found, for messages: "RAY_AUTH_TOKEN", a file's path
+
+
+def find_token(env: Mapping[str, str] | None = None, home: str | None = None
+               ) -> tuple[Token | None, str]:
+    """(the token or None, why none when None: "" when nowhere was it set)."""
+    env = os.environ if env is None else env
+    value = (env.get("RAY_AUTH_TOKEN") or "").strip()
+    if value:
+        return Token(value, "RAY_AUTH_TOKEN"), ""
+    named = env.get("RAY_AUTH_TOKEN_PATH")
+    path = named or os.path.join(home if home is not None else os.path.expanduser("~"),
+                                 ".ray", "auth_token")
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_TOKEN_BYTES + 1)
+    except FileNotFoundError:
+        return None, f"RAY_AUTH_TOKEN_PATH names {path}, which does not exist" if named else ""
+    except OSError as exc:
+        return None, f"cannot read the token file {path}: {exc.strerror or exc}"
+    if len(raw) > MAX_TOKEN_BYTES:
+        return None, f"the token file {path} is over {MAX_TOKEN_BYTES} bytes: not a token"
+    value = raw.decode("utf-8", "replace").strip()
+    if not value or any(c.isspace() or not c.isprintable() for c in value):
+        return None, f"the token file {path} holds no token"
+    return Token(value, path), ""
