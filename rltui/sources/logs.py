@@ -31,6 +31,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 
 from rltui.model import ERROR, OK, UNAVAILABLE, LogLine, LogPoll, LogUpdate, Reading
 from rltui.parsing.elastic_error import MAX_TEXT as MAX_ERROR_FILE
@@ -38,8 +39,9 @@ from rltui.parsing.elastic_error import error_file_event
 from rltui.parsing.events import EventReader
 from rltui.parsing.noise import level_of, strip_noise
 from rltui.parsing.steps import StepReader
+from rltui.sources import safeopen
 from rltui.sources.base import reading
-from rltui.sources.tail import FileTail, TailRead
+from rltui.sources.tail import FINGERPRINT_BYTES, FileTail, Generation, TailRead
 
 BULK_LINES = 4096  # a history read longer than this is scanned for steps, not fed line by line
 HISTORY_EVENT_LINES = 20_000  # events are looked for in this many last lines of a history
@@ -179,6 +181,7 @@ class LogSource:
             entry = self._files.get(path)
             if entry is None:
                 entry = self._files[path] = _File(path, FileTail(path, **self.tail_options), self)
+                entry.tail.known = partial(self._generation_of, entry)
             if rank is not None:
                 entry.found_rank = rank
             if pid is not None:
@@ -190,6 +193,36 @@ class LogSource:
                 self._files.pop(path).tail.close()
                 if len(self._files) <= MAX_FILES:
                     break
+
+    def _generation_of(self, entry: _File, fd: int, info: os.stat_result,
+                       ) -> tuple[str, Generation | None] | None:
+        """Whether the file ``entry`` is about to open is a generation another followed file
+        had (a glob such as ``train.log*`` matches the rotated names too): the same inode (a
+        rename), or, under a rotated name of it, a copy of it (copytruncate: same first bytes,
+        same bytes before the offset read). The copy of a generation that ended is read on
+        from that offset (what was written after its last read); anything else never again."""
+        ident = (info.st_dev, info.st_ino)
+        head: bytes | None = None
+        for other in self._files.values():
+            if other is entry:
+                continue
+            live = other.tail.generation
+            generations = ([live] if live else []) + other.tail.past[::-1]
+            if any(g[0] == ident for g in generations):
+                return other.path, None
+            if not _rotated_name(entry.path, other.path):
+                continue
+            if head is None:
+                head = os.pread(fd, FINGERPRINT_BYTES, 0)
+            for generation in generations:
+                _, first, offset, last, _ = generation
+                if not first or head[:len(first)] != first:
+                    continue
+                if generation is live or info.st_size < offset:
+                    return other.path, None  # copied, not truncated yet; or still copying
+                if os.pread(fd, len(last), offset - len(last)) == last:
+                    return other.path, generation
+        return None
 
     # -- polling -----------------------------------------------------------------------------
 
@@ -262,7 +295,7 @@ class LogSource:
             size=read.size, lines=tuple(shown), steps=tuple(steps), events=tuple(events),
             message=read.message, reset=read.reset, pid=entry.pid,
             line_base_known=read.line_base_known, line_shift=read.line_shift,
-            found=entry.found, tie=entry.tie)
+            found=entry.found, tie=entry.tie, truncated=read.truncated)
 
     def _error_file(self, entry: _File, now: float) -> LogUpdate:
         """torchelastic's error.json: what the child raised, its exit signal and time, read
@@ -283,8 +316,7 @@ class LogSource:
         if info.st_size > MAX_ERROR_FILE:
             return update(OK, f"not an error file: {info.st_size} bytes")
         try:
-            with open(entry.path, "rb") as fh:
-                text = fh.read(MAX_ERROR_FILE).decode("utf-8", "replace")
+            text = safeopen.read_bytes(entry.path, MAX_ERROR_FILE).decode("utf-8", "replace")
         except OSError as exc:
             return update(ERROR, f"cannot read: {exc.strerror or exc}")
         event = error_file_event(text, arrival=min(now, info.st_mtime))
@@ -363,6 +395,13 @@ def _expand(pattern: str) -> list[str]:
     if not any(c in pattern for c in "*?["):
         return [pattern] if os.path.lexists(pattern) else []
     return sorted(p for p in glob.glob(pattern, recursive=True) if not os.path.isdir(p))
+
+
+def _rotated_name(name: str, of: str) -> bool:
+    """``train.log.1``, ``train.log-20250101``, ``train.log_old`` are rotated names of
+    ``train.log``."""
+    name, of = os.path.basename(name), os.path.basename(of)
+    return len(name) > len(of) and name.startswith(of) and name[len(of)] in ".-_"
 
 
 def _join(*parts: str) -> str:
