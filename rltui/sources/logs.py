@@ -198,31 +198,39 @@ class LogSource:
                        ) -> tuple[str, Generation | None] | None:
         """Whether the file ``entry`` is about to open is a generation another followed file
         had (a glob such as ``train.log*`` matches the rotated names too): the same inode (a
-        rename), or, under a rotated name of it, a copy of it (copytruncate: same first bytes,
-        same bytes before the offset read). The copy of a generation that ended is read on
-        from that offset (what was written after its last read); anything else never again."""
+        rename), or, under a rotated name of it, a copy of it (copytruncate: the same first
+        bytes). One the other file still reads is not read here; one it has finished is read on
+        from where it stopped (lines written to it after that: a writer that reopens its log
+        late, or what copytruncate copied after the last read), never from its start."""
         ident = (info.st_dev, info.st_ino)
         head: bytes | None = None
+        best: tuple[str, Generation] | None = None  # read furthest: renamed on, read further
         for other in self._files.values():
             if other is entry:
                 continue
             live = other.tail.generation
-            generations = ([live] if live else []) + other.tail.past[::-1]
-            if any(g[0] == ident for g in generations):
-                return other.path, None
-            if not _rotated_name(entry.path, other.path):
-                continue
-            if head is None:
-                head = os.pread(fd, FINGERPRINT_BYTES, 0)
-            for generation in generations:
-                _, first, offset, last, _ = generation
-                if not first or head[:len(first)] != first:
-                    continue
-                if generation is live or info.st_size < offset:
-                    return other.path, None  # copied, not truncated yet; or still copying
-                if os.pread(fd, len(last), offset - len(last)) == last:
-                    return other.path, generation
-        return None
+            rotated = _rotated_name(entry.path, other.path)
+            for generation in ([live] if live else []) + other.tail.past:
+                same, first, offset, _, _ = generation
+                if same != ident:
+                    if not rotated or not first:
+                        continue
+                    if head is None:
+                        head = os.pread(fd, FINGERPRINT_BYTES, 0)
+                    if head[:len(first)] != first:
+                        continue
+                if generation is live:
+                    return other.path, None  # still read there
+                if best is None or offset > best[1][2]:
+                    best = (other.path, generation)
+        if best is None:
+            return None
+        path, (same, _, offset, last, _) = best
+        if info.st_size < offset:
+            return path, None  # a copy not complete yet
+        if os.pread(fd, len(last), offset - len(last)) != last:
+            return None if same != ident else (path, None)
+        return best
 
     # -- polling -----------------------------------------------------------------------------
 

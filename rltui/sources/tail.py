@@ -51,7 +51,7 @@ ROTATED = "rotated: a new file has its name; reading that from its start"
 TRUNCATED = "truncated; reading it again from the start"
 LOOKS_BINARY = "looks binary (NUL bytes); shown with replacement characters"
 GENERATION_OF = "a rotated generation of {}, read as that file; not read again"
-COPY_OF = "a copy of {} rotated away (copytruncate): reading what was written after its last read"
+COPY_OF = "a rotated generation of {}: reading what was written to it after its last read there"
 
 # A file's generation as read: (st_dev, st_ino), its first bytes, the offset read to, the bytes
 # just before that offset, the number of the last line read.
@@ -362,6 +362,8 @@ class FileTail:
         if self._fresh and b"\x00" in data[:BINARY_PROBE]:
             self._binary = True
         self._fresh = False
+        if len(self._head) < FINGERPRINT_BYTES and self._offset == len(self._head):
+            self._head = (self._head + data)[:FINGERPRINT_BYTES]
         self._offset += len(data)
         self._split(data, out)
         return self._offset < size
