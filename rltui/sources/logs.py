@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from functools import partial
 
-from rltui.model import ERROR, OK, UNAVAILABLE, LogLine, LogPoll, LogUpdate, Reading
+from rltui.model import DENIED, ERROR, OK, UNAVAILABLE, LogLine, LogPoll, LogUpdate, Reading
 from rltui.parsing.elastic_error import MAX_TEXT as MAX_ERROR_FILE
 from rltui.parsing.elastic_error import error_file_event
 from rltui.parsing.events import EventReader
@@ -138,13 +138,16 @@ class LogSource:
         StepReader(step_format, self.custom_parsers)
         EventReader(self.completion_patterns)
         self._files: dict[str, _File] = {}  # by real path, in the order first seen
+        self._refused: dict[str, str] = {}  # log paths not followed (by their own name): why
 
     # -- finding files -----------------------------------------------------------------------
 
     def paths(self) -> list[str]:
         """The job's log files now, by real path (the --log globs first, then discovered),
-        directories left out: what the agent's ``tail`` request may read."""
-        return [p for p in self._targets()[0] if not os.path.isdir(p)]
+        what is not a regular file and refused links left out: what the agent's ``tail``
+        request may read."""
+        return [p for p, t in self._targets()[0].items()
+                if os.path.isfile(p) and not t[2].startswith(REFUSED)]
 
     def _targets(self) -> tuple[dict[str, Target], list[str], str]:
         """{real path: (rank, pid, found, tie) from discovery}, unmatched globs, a note on
@@ -156,7 +159,7 @@ class LogSource:
             if not paths:
                 unmatched.append(pattern)
             for path in paths:
-                found.setdefault(os.path.realpath(path), (None, None, "", ""))
+                found.setdefault(*_vetted(path))
         note = ""
         if self.discover is not None:
             try:
@@ -168,7 +171,10 @@ class LogSource:
                 how, tie = (item[3], item[4]) if len(item) >= 5 else ("", "")
                 if not path:
                     continue
-                real = os.path.realpath(path)
+                real, target = _vetted(path)
+                if target[2].startswith(REFUSED):
+                    found.setdefault(real, target)
+                    continue
                 old_rank, old_pid, old_how, old_tie = found.get(real, (None, None, "", ""))
                 # a process writing it says more than where it was found
                 how = "" if (pid is not None or old_pid is not None) else (old_how or how)
@@ -177,7 +183,11 @@ class LogSource:
         return found, unmatched, note
 
     def _track(self, targets: dict[str, Target]) -> None:
+        self._refused = {p: t[2][len(REFUSED):] for p, t in targets.items()
+                         if t[2].startswith(REFUSED)}
         for path, (rank, pid, how, tie) in targets.items():
+            if path in self._refused:
+                continue
             entry = self._files.get(path)
             if entry is None:
                 entry = self._files[path] = _File(path, FileTail(path, **self.tail_options), self)
@@ -243,6 +253,7 @@ class LogSource:
                            clock=self.clock)
         now = self.clock()
         updates = tuple(self._update(entry, now) for entry in self._files.values())
+        updates += tuple(self._refusal(path, why) for path, why in self._refused.items())
         payload = LogPoll(files=updates, unmatched=tuple(unmatched))
         failed = [u for u in updates if u.status != OK]
         if not updates:
@@ -260,6 +271,12 @@ class LogSource:
             statuses = {u.status for u in failed}
             status = statuses.pop() if len(statuses) == 1 else ERROR
         return reading(self.name, status, payload, message=_join(message, note), clock=self.clock)
+
+    @staticmethod
+    def _refusal(path: str, why: str) -> LogUpdate:
+        """A log path that names a file rltui will not read for it: said, every poll."""
+        status = DENIED if "symlink" in why else ERROR
+        return LogUpdate(path=path, status=status, rank=rank_from_name(path), message=why)
 
     def _update(self, entry: _File, now: float) -> LogUpdate:
         try:
@@ -403,6 +420,24 @@ def _expand(pattern: str) -> list[str]:
     if not any(c in pattern for c in "*?["):
         return [pattern] if os.path.lexists(pattern) else []
     return sorted(p for p in glob.glob(pattern, recursive=True) if not os.path.isdir(p))
+
+
+REFUSED = "refused:"  # in a Target's "found": the path is not followed, and why
+
+
+def _vetted(path: str) -> tuple[str, Target]:
+    """(real path, target) for a log path; a path through a symbolic link whose owner could not
+    read the file it leads to (or into /proc, /sys, at a FIFO or device) is kept under its own
+    name, refused, so the file behind it is never read and the refusal is shown."""
+    real = os.path.realpath(path)
+    if real != os.path.abspath(path):  # a link on the way
+        try:
+            safeopen.check(path)
+        except safeopen.Refused as exc:
+            return os.path.abspath(path), (None, None, REFUSED + exc.strerror, "")
+        except OSError:
+            pass  # missing or unreadable: the tail says so
+    return real, (None, None, "", "")
 
 
 def _rotated_name(name: str, of: str) -> bool:
