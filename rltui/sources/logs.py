@@ -222,24 +222,25 @@ class LogSource:
             rotated = _rotated_name(entry.path, other.path)
             for generation in ([live] if live else []) + other.tail.past:
                 same, first, offset, _, _ = generation
-                if same != ident:
-                    if not rotated or not first:
-                        continue
-                    if head is None:
-                        head = os.pread(fd, FINGERPRINT_BYTES, 0)
-                    if head[:len(first)] != first:
-                        continue
-                if generation is live:
+                if generation is live and same == ident:
                     return other.path, None  # still read there
+                if (same != ident and not rotated) or not first:
+                    continue
+                if head is None:
+                    head = os.pread(fd, FINGERPRINT_BYTES, 0)
+                if head[:len(first)] != first:
+                    continue  # another file (an inode number used again, say)
+                if generation is live:
+                    return other.path, None  # a copy of what is still read there
                 if best is None or offset > best[1][2]:
                     best = (other.path, generation)
         if best is None:
             return None
-        path, (same, _, offset, last, _) = best
+        path, (_, _, offset, last, _) = best
         if info.st_size < offset:
             return path, None  # a copy not complete yet
         if os.pread(fd, len(last), offset - len(last)) != last:
-            return None if same != ident else (path, None)
+            return None  # rewritten since: a file of its own
         return best
 
     # -- polling -----------------------------------------------------------------------------
