@@ -76,7 +76,8 @@ def _may(uid: int, groups: set[int], st: os.stat_result, bit: int) -> bool:
 
 def resolve(path: str) -> tuple[str, list[tuple[str, os.stat_result]]]:
     """The real path and every symbolic link met on the way to it (its path, its lstat)."""
-    pending = os.path.abspath(path).split("/")
+    # Not abspath: it folds "link/.." by the text, where the kernel goes up from the target.
+    pending = (path if path.startswith("/") else os.path.join(os.getcwd(), path)).split("/")
     resolved = "/"
     links: list[tuple[str, os.stat_result]] = []
     while pending:
