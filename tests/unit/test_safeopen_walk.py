@@ -68,3 +68,23 @@ def test_read_permission_follows_owner_then_group_then_others(mode, uid, gid, gr
 
 def test_root_may_read_anything():
     assert safeopen._may(0, set(), _st(stat.S_IFREG, 1, 1), 4)
+
+
+@pytest.mark.parametrize("swap", ["file", "link"])
+def test_a_file_swapped_between_the_check_and_the_open_is_refused(tree, monkeypatch, swap):
+    checked = safeopen.check
+
+    def racing(path):  # another user's swap lands just after the check
+        real, st = checked(path)
+        other = tree / "swap"
+        if swap == "file":
+            other.write_text("someone else's\n")
+        else:
+            os.symlink("/etc/hostname", other)
+        os.replace(other, real)
+        return real, st
+
+    monkeypatch.setattr(safeopen, "check", racing)
+    with pytest.raises(OSError) as caught:  # ELOOP from O_NOFOLLOW, or the inode differs
+        safeopen.read_bytes(tree / "a" / "b" / "f.log")
+    assert swap == "link" or "changed while being opened" in str(caught.value)
