@@ -295,7 +295,9 @@ class FileTail:
                 mtime_ns: int = -1) -> TailRead:
         out: list[TailLine] = []
         if size > self._offset or mtime_ns != self._checked_ns:
-            self._verify()  # written to since the last check: is it still what we read?
+            # written to since the last check: is it still what we read? (When it grew, the
+            # bytes before the offset are compared by the read itself.)
+            self._verify(last=size <= self._offset)
             self._checked_ns = mtime_ns
         shift = self._count_some() if count else 0
         self._pull(out, budget or self.max_read, size)
@@ -327,7 +329,7 @@ class FileTail:
         self._line_no += self._counted
         return self._counted
 
-    def _verify(self) -> None:
+    def _verify(self, last: bool = True) -> None:
         """Raise ``_Rewritten`` when the file's first bytes are not the ones read there (a
         truncation then writes past our offset, even with lines of one fixed length); take in
         the first bytes read since."""
@@ -336,7 +338,7 @@ class FileTail:
         head = os.pread(self._fd, FINGERPRINT_BYTES, 0)
         if head[:len(self._head)] != self._head:
             raise _Rewritten
-        if self._last and os.pread(self._fd, len(self._last),
+        if last and self._last and os.pread(self._fd, len(self._last),
                                    self._offset - len(self._last)) != self._last:
             raise _Rewritten
         self._head = head[:min(FINGERPRINT_BYTES, self._offset)]
