@@ -35,6 +35,8 @@ class _File:
     pid: int | None = None
     format: str = "unknown"
     lines_seen: int = 0
+    lines_before: int = 0  # lines of the generations before this one (rotated, truncated)
+    truncations: int = 0
     steps_seen: int = 0
     last_step: StepRecord | None = None
     total_steps: int | None = None
@@ -50,6 +52,7 @@ class _File:
         return LogFileState(
             path=self.path, status=self.status, message=self.message, rank=self.rank,
             pid=self.pid, format=self.format, lines_seen=self.lines_seen,
+            truncations=self.truncations,
             steps_seen=self.steps_seen,
             last_step=last.step if last else None,
             last_step_time=last.when if last else None,
@@ -90,10 +93,12 @@ class LogBook:
         if u.line_shift:
             self._shift(f, u.line_shift)
         f.line_base_known = u.line_base_known
+        if u.truncated:
+            f.truncations += 1
         if u.reset:
-            f.lines_seen = 0  # line numbers start over; steps and events stay (same run)
+            f.lines_before = f.lines_seen  # line numbers start over; the count goes on
         if u.lines:
-            f.lines_seen = max(f.lines_seen, u.lines[-1].line_no)
+            f.lines_seen = max(f.lines_seen, f.lines_before + u.lines[-1].line_no)
             for line in u.lines:
                 self.seq += 1
                 self._lines.append(TaggedLine(self.seq, u.path,

@@ -367,6 +367,7 @@ class LogUpdate:
     line_shift: int = 0
     found: str = ""  # how it was found, when not as a process's stdout/stderr or --log
     tie: str = ""  # the job it belongs to (a rltui.jobs tie), for a log no process writes now
+    truncated: bool = False  # this update ends a generation truncated in place (copytruncate)
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,7 +388,8 @@ class LogFileState:
     rank: int | None = None
     pid: int | None = None
     format: str = "unknown"
-    lines_seen: int = 0
+    lines_seen: int = 0  # over every generation of the file (rotations, truncations)
+    truncations: int = 0  # truncations in place noticed (each one also a message)
     steps_seen: int = 0
     last_step: int | None = None
     last_step_time: float | None = None  # line time when present, else arrival

@@ -8,7 +8,8 @@ itself, in blocks from the end, and stops at the line count or the budget, which
 from __future__ import annotations
 
 import os
-import stat
+
+from rltui.sources import safeopen
 
 BLOCK = 64 << 10
 
@@ -16,11 +17,10 @@ BLOCK = 64 << 10
 def last_lines(path: str, count: int, budget: int) -> tuple[list[str], bool, int]:
     """(lines, cut, size): at most ``count`` last lines of ``path`` from at most ``budget``
     bytes; ``cut`` when the budget ran out before ``count`` lines (the first, partial line is
-    dropped). Undecodable bytes become U+FFFD. Raises OSError (missing, denied, not a file)."""
-    with open(path, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"{path}: not a regular file")
+    dropped). Undecodable bytes become U+FFFD. Raises OSError (missing, denied, not a file, a
+    symbolic link whose owner could not read the file: rltui.sources.safeopen)."""
+    fd, st = safeopen.open_fd(path)
+    with os.fdopen(fd, "rb") as f:
         size = end = st.st_size
         blocks: list[bytes] = []
         got = newlines = 0

@@ -18,6 +18,7 @@ from typing import Callable
 
 from rltui.model import OK, ProcessDump, Reading, StackPoll
 from rltui.parsing.pyspy import read_folder_entries
+from rltui.sources import safeopen
 
 MAX_DUMP_BYTES = 64 << 20  # a saved dump is kilobytes; anything this big is not one
 
@@ -37,12 +38,13 @@ def _read_files(folder: Path) -> tuple[list[tuple[str, str]], list[str]]:
             raise NotAFolder(f"{folder}: cannot list: {exc.strerror or exc}") from None
     for entry in entries:
         try:
-            if not entry.is_file():
+            if entry.is_dir():
                 continue
-            if entry.stat().st_size > MAX_DUMP_BYTES:
+            data = safeopen.read_bytes(entry, MAX_DUMP_BYTES + 1)  # a FIFO or planted link: said
+            if len(data) > MAX_DUMP_BYTES:
                 problems.append(f"{entry.name}: larger than {MAX_DUMP_BYTES >> 20} MiB, skipped")
                 continue
-            files.append((entry.name, entry.read_bytes().decode("utf-8", errors="replace")))
+            files.append((entry.name, data.decode("utf-8", errors="replace")))
         except OSError as exc:
             problems.append(f"{entry.name}: unreadable: {exc.strerror or exc}")
     return files, problems

@@ -26,6 +26,7 @@ from rltui.parsing.jobconfig import (
     parse_overrides,
     parse_yaml_config,
 )
+from rltui.sources import safeopen
 
 MAX_CONFIG_BYTES = 4 << 20  # a job config is a few KiB; anything this big is not one
 MAX_DEFAULTS_DEPTH = 8  # nested defaults lists followed at most this deep
@@ -40,9 +41,11 @@ def read_config_file(path: Path) -> tuple[dict | None, str]:
         size = path.stat().st_size
         if size > MAX_CONFIG_BYTES:
             return None, f"{path}: {size} bytes, larger than 4 MiB; not read as a config"
-        raw = path.read_bytes()
+        raw = safeopen.read_bytes(path, MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         return None, f"{path}: not found"
+    except safeopen.Refused as exc:
+        return None, f"{path}: {exc.strerror}"
     except PermissionError:
         return None, f"{path}: permission denied"
     except OSError as exc:

@@ -31,15 +31,17 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 
-from rltui.model import ERROR, OK, UNAVAILABLE, LogLine, LogPoll, LogUpdate, Reading
+from rltui.model import DENIED, ERROR, OK, UNAVAILABLE, LogLine, LogPoll, LogUpdate, Reading
 from rltui.parsing.elastic_error import MAX_TEXT as MAX_ERROR_FILE
 from rltui.parsing.elastic_error import error_file_event
 from rltui.parsing.events import EventReader
 from rltui.parsing.noise import level_of, strip_noise
 from rltui.parsing.steps import StepReader
+from rltui.sources import safeopen
 from rltui.sources.base import reading
-from rltui.sources.tail import FileTail, TailRead
+from rltui.sources.tail import FINGERPRINT_BYTES, FileTail, Generation, TailRead
 
 BULK_LINES = 4096  # a history read longer than this is scanned for steps, not fed line by line
 HISTORY_EVENT_LINES = 20_000  # events are looked for in this many last lines of a history
@@ -136,13 +138,16 @@ class LogSource:
         StepReader(step_format, self.custom_parsers)
         EventReader(self.completion_patterns)
         self._files: dict[str, _File] = {}  # by real path, in the order first seen
+        self._refused: dict[str, str] = {}  # log paths not followed (by their own name): why
 
     # -- finding files -----------------------------------------------------------------------
 
     def paths(self) -> list[str]:
         """The job's log files now, by real path (the --log globs first, then discovered),
-        directories left out: what the agent's ``tail`` request may read."""
-        return [p for p in self._targets()[0] if not os.path.isdir(p)]
+        what is not a regular file and refused links left out: what the agent's ``tail``
+        request may read."""
+        return [p for p, t in self._targets()[0].items()
+                if os.path.isfile(p) and not t[2].startswith(REFUSED)]
 
     def _targets(self) -> tuple[dict[str, Target], list[str], str]:
         """{real path: (rank, pid, found, tie) from discovery}, unmatched globs, a note on
@@ -154,7 +159,7 @@ class LogSource:
             if not paths:
                 unmatched.append(pattern)
             for path in paths:
-                found.setdefault(os.path.realpath(path), (None, None, "", ""))
+                found.setdefault(*_vetted(path))
         note = ""
         if self.discover is not None:
             try:
@@ -166,7 +171,10 @@ class LogSource:
                 how, tie = (item[3], item[4]) if len(item) >= 5 else ("", "")
                 if not path:
                     continue
-                real = os.path.realpath(path)
+                real, target = _vetted(path)
+                if target[2].startswith(REFUSED):
+                    found.setdefault(real, target)
+                    continue
                 old_rank, old_pid, old_how, old_tie = found.get(real, (None, None, "", ""))
                 # a process writing it says more than where it was found
                 how = "" if (pid is not None or old_pid is not None) else (old_how or how)
@@ -175,10 +183,15 @@ class LogSource:
         return found, unmatched, note
 
     def _track(self, targets: dict[str, Target]) -> None:
+        self._refused = {p: t[2][len(REFUSED):] for p, t in targets.items()
+                         if t[2].startswith(REFUSED)}
         for path, (rank, pid, how, tie) in targets.items():
+            if path in self._refused:
+                continue
             entry = self._files.get(path)
             if entry is None:
                 entry = self._files[path] = _File(path, FileTail(path, **self.tail_options), self)
+                entry.tail.known = partial(self._generation_of, entry)
             if rank is not None:
                 entry.found_rank = rank
             if pid is not None:
@@ -191,6 +204,45 @@ class LogSource:
                 if len(self._files) <= MAX_FILES:
                     break
 
+    def _generation_of(self, entry: _File, fd: int, info: os.stat_result,
+                       ) -> tuple[str, Generation | None] | None:
+        """Whether the file ``entry`` is about to open is a generation another followed file
+        had (a glob such as ``train.log*`` matches the rotated names too): the same inode (a
+        rename), or, under a rotated name of it, a copy of it (copytruncate: the same first
+        bytes). One the other file still reads is not read here; one it has finished is read on
+        from where it stopped (lines written to it after that: a writer that reopens its log
+        late, or what copytruncate copied after the last read), never from its start."""
+        ident = (info.st_dev, info.st_ino)
+        head: bytes | None = None
+        best: tuple[str, Generation] | None = None  # read furthest: renamed on, read further
+        for other in self._files.values():
+            if other is entry:
+                continue
+            live = other.tail.generation
+            rotated = _rotated_name(entry.path, other.path)
+            for generation in ([live] if live else []) + other.tail.past:
+                same, first, offset, _, _ = generation
+                if generation is live and same == ident:
+                    return other.path, None  # still read there
+                if (same != ident and not rotated) or not first:
+                    continue
+                if head is None:
+                    head = os.pread(fd, FINGERPRINT_BYTES, 0)
+                if head[:len(first)] != first:
+                    continue  # another file (an inode number used again, say)
+                if generation is live:
+                    return other.path, None  # a copy of what is still read there
+                if best is None or offset > best[1][2]:
+                    best = (other.path, generation)
+        if best is None:
+            return None
+        path, (_, _, offset, last, _) = best
+        if info.st_size < offset:
+            return path, None  # a copy not complete yet
+        if os.pread(fd, len(last), offset - len(last)) != last:
+            return None  # rewritten since: a file of its own
+        return best
+
     # -- polling -----------------------------------------------------------------------------
 
     def poll(self) -> Reading:
@@ -202,6 +254,7 @@ class LogSource:
                            clock=self.clock)
         now = self.clock()
         updates = tuple(self._update(entry, now) for entry in self._files.values())
+        updates += tuple(self._refusal(path, why) for path, why in self._refused.items())
         payload = LogPoll(files=updates, unmatched=tuple(unmatched))
         failed = [u for u in updates if u.status != OK]
         if not updates:
@@ -219,6 +272,12 @@ class LogSource:
             statuses = {u.status for u in failed}
             status = statuses.pop() if len(statuses) == 1 else ERROR
         return reading(self.name, status, payload, message=_join(message, note), clock=self.clock)
+
+    @staticmethod
+    def _refusal(path: str, why: str) -> LogUpdate:
+        """A log path that names a file rltui will not read for it: said, every poll."""
+        status = DENIED if "symlink" in why else ERROR
+        return LogUpdate(path=path, status=status, rank=rank_from_name(path), message=why)
 
     def _update(self, entry: _File, now: float) -> LogUpdate:
         try:
@@ -262,7 +321,7 @@ class LogSource:
             size=read.size, lines=tuple(shown), steps=tuple(steps), events=tuple(events),
             message=read.message, reset=read.reset, pid=entry.pid,
             line_base_known=read.line_base_known, line_shift=read.line_shift,
-            found=entry.found, tie=entry.tie)
+            found=entry.found, tie=entry.tie, truncated=read.truncated)
 
     def _error_file(self, entry: _File, now: float) -> LogUpdate:
         """torchelastic's error.json: what the child raised, its exit signal and time, read
@@ -283,8 +342,7 @@ class LogSource:
         if info.st_size > MAX_ERROR_FILE:
             return update(OK, f"not an error file: {info.st_size} bytes")
         try:
-            with open(entry.path, "rb") as fh:
-                text = fh.read(MAX_ERROR_FILE).decode("utf-8", "replace")
+            text = safeopen.read_bytes(entry.path, MAX_ERROR_FILE).decode("utf-8", "replace")
         except OSError as exc:
             return update(ERROR, f"cannot read: {exc.strerror or exc}")
         event = error_file_event(text, arrival=min(now, info.st_mtime))
@@ -363,6 +421,31 @@ def _expand(pattern: str) -> list[str]:
     if not any(c in pattern for c in "*?["):
         return [pattern] if os.path.lexists(pattern) else []
     return sorted(p for p in glob.glob(pattern, recursive=True) if not os.path.isdir(p))
+
+
+REFUSED = "refused:"  # in a Target's "found": the path is not followed, and why
+
+
+def _vetted(path: str) -> tuple[str, Target]:
+    """(real path, target) for a log path; a path through a symbolic link whose owner could not
+    read the file it leads to (or into /proc, /sys, at a FIFO or device) is kept under its own
+    name, refused, so the file behind it is never read and the refusal is shown."""
+    real = os.path.realpath(path)
+    if real != os.path.abspath(path):  # a link on the way
+        try:
+            safeopen.check(path)
+        except safeopen.Refused as exc:
+            return os.path.abspath(path), (None, None, REFUSED + exc.strerror, "")
+        except OSError:
+            pass  # missing or unreadable: the tail says so
+    return real, (None, None, "", "")
+
+
+def _rotated_name(name: str, of: str) -> bool:
+    """``train.log.1``, ``train.log-20250101``, ``train.log_old`` are rotated names of
+    ``train.log``."""
+    name, of = os.path.basename(name), os.path.basename(of)
+    return len(name) > len(of) and name.startswith(of) and name[len(of)] in ".-_"
 
 
 def _join(*parts: str) -> str:

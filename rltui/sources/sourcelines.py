@@ -19,6 +19,8 @@ import sys
 from functools import lru_cache
 from collections.abc import Sequence
 
+from rltui.sources import safeopen
+
 MAX_BYTES = 4 * 1024 * 1024
 MAX_LINE = 400
 MAX_CONTEXT = 50
@@ -87,8 +89,7 @@ def _lines_of(path: str) -> tuple[str, ...] | None:
 @lru_cache(maxsize=64)
 def _read(path: str, mtime_ns: int, size: int) -> tuple[str, ...] | None:
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_BYTES + 1)
+        data = safeopen.read_bytes(path, MAX_BYTES + 1)  # a planted link is refused
     except OSError:
         return None
     if len(data) > MAX_BYTES or b"\0" in data:

@@ -9,10 +9,14 @@ the path is stat'ed each time to notice that it names another file now. Bytes ar
 - a line longer than ``max_line_bytes`` is cut there (``cut`` True) and the rest of it is
   skipped as it streams past, never held;
 - rename rotation (the path names another inode): the old open file is read to its end first,
-  then the new one from its start with ``reset``; copytruncate (same inode, smaller than our
-  offset, or the byte before our offset changed: truncated and written past it again between
-  two reads): start again at 0 with ``reset``. The end of a file and the start of the next come
-  in separate reads, so the lines of one read always belong to one file;
+  then the new one from its start with ``reset``; copytruncate (same inode, and smaller than
+  our offset, or its first ``FINGERPRINT_BYTES`` or the ``CHECK_BYTES`` just before our offset
+  are not what we read there: truncated and written past our offset again between two reads):
+  start again at 0 with ``reset``, counted in ``truncations``. One byte is not enough: with
+  fixed-length lines the byte before the offset is a newline in every generation, while the
+  first line and the last line read carry step numbers that differ. Two truncations between
+  two reads are one to us. The end of a file and the start of the next come in separate reads,
+  so the lines of one read always belong to one file;
 - a file larger than ``history_bytes`` is opened from its end: the window starts at the first
   line start in the last ``history_bytes``; lines before it are counted over later reads (at most
   ``count_budget_bytes`` each, counting ``\\n`` bytes) and until then line numbers count from
@@ -25,16 +29,20 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import repeat
 
 from rltui.model import DENIED, ERROR, OK, UNAVAILABLE
+from rltui.sources import safeopen
 
 # (line_no, text, cut): plain tuples, because a busy poll makes thousands of them.
 TailLine = tuple[int, str, bool]
 
 COUNT_CHUNK = 1 << 20  # bytes per pread while counting the lines before the window (cache-sized)
 BINARY_PROBE = 64 << 10  # NUL bytes in this much of a file's first chunk: it looks binary
+FINGERPRINT_BYTES = 256  # a file's first bytes, compared on each change to notice a rewrite
+CHECK_BYTES = 64  # the bytes just before the offset, compared the same way
 
 MISSING = "no such file; waiting for it to appear"
 DELETED = "deleted; waiting for it to appear again"
@@ -42,6 +50,15 @@ RENAMED = "renamed away; reading the old file until a new one appears"
 ROTATED = "rotated: a new file has its name; reading that from its start"
 TRUNCATED = "truncated; reading it again from the start"
 LOOKS_BINARY = "looks binary (NUL bytes); shown with replacement characters"
+GENERATION_OF = "a rotated generation of {}, read as that file; not read again"
+COPY_OF = "a rotated generation of {}: reading what was written to it after its last read there"
+
+# A file's generation as read: (st_dev, st_ino), its first bytes, the offset read to, the bytes
+# just before that offset, the number of the last line read.
+Generation = tuple[tuple[int, int], bytes, int, bytes, int]
+# Asked before a tail opens a file: is it (fd, fstat) another tail's generation? Then the name of
+# that tail's file, and the generation to go on from (a copy) or None (not to be read at all).
+Known = Callable[[int, os.stat_result], "tuple[str, Generation | None] | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +84,7 @@ class TailRead:
     history: bool = False
     ended: bool = False
     mtime: float | None = None  # the file's modification time, when known
+    truncated: bool = False  # this read ends a file that was truncated in place (one event)
 
 
 def _utf8_cut(data: bytes, limit: int) -> bytes:
@@ -95,8 +113,10 @@ class _Rewritten(Exception):
 
 class FileTail:
     def __init__(self, path: str, max_line_bytes: int = 1 << 20, history_bytes: int = 4 << 20,
-                 count_budget_bytes: int = 256 << 20, max_read_bytes: int = 8 << 20) -> None:
+                 count_budget_bytes: int = 256 << 20, max_read_bytes: int = 8 << 20,
+                 known: Known | None = None) -> None:
         self.path = path
+        self.known = known
         self.max_line = max(1, max_line_bytes)
         self.history_bytes = max(0, history_bytes)
         self.count_budget = max(COUNT_CHUNK, count_budget_bytes)
@@ -106,6 +126,8 @@ class FileTail:
         self._generations = 0  # files opened so far: the second one onwards is a reset
         self._gone = ""  # why the path's file went away, while nothing is there
         self._mtime: float | None = None  # of the file read, when stat'ed this read
+        self.truncations = 0  # truncations in place noticed so far
+        self.past: list[Generation] = []  # generations ended, the newest last (at most 16)
         self._reset_generation()
 
     def _reset_generation(self) -> None:
@@ -117,8 +139,17 @@ class FileTail:
         self._count_end = 0  # ... of [0, _count_end)
         self._counted = 0
         self._binary = False
-        self._last: bytes | None = None  # the byte just before _offset, once read
+        self._last = b""  # the bytes just before _offset (at most CHECK_BYTES), once read
+        self._head = b""  # the file's first bytes (at most FINGERPRINT_BYTES) below _offset
+        self._checked_ns = -1  # the modification time at the last check of _head and _last
         self._fresh = True  # no data read yet from this file (the binary probe looks at it)
+
+    @property
+    def generation(self) -> Generation | None:
+        """The open file as read so far: what a rotated name of it is recognised by."""
+        if self._fd is None or self._id is None:
+            return None
+        return (self._id, self._head, self._offset, self._last, self._line_no)
 
     @property
     def line_base_known(self) -> bool:
@@ -141,11 +172,12 @@ class FileTail:
                 if st.st_size >= self._offset:
                     self._mtime = st.st_mtime
                     try:
-                        return self._follow(st.st_size)
+                        return self._follow(st.st_size, mtime_ns=st.st_mtime_ns)
                     except _Rewritten:  # truncated and written again past our offset
                         pass
                 # copytruncate: the same file, shorter. Its old content is gone; end it here.
-                return self._end([], TRUNCATED)
+                self.truncations += 1
+                return self._end([], TRUNCATED, truncated=True)
             # The path names another file now, or nothing. The old one may still be written
             # (a logger that renames first and reopens later): read it to its end first.
             out: list[TailLine] = []
@@ -168,7 +200,7 @@ class FileTail:
             return TailRead(status, message)
         return self._open(st, reset=self._generations > 0)
 
-    def _end(self, out: list[TailLine], message: str) -> TailRead:
+    def _end(self, out: list[TailLine], message: str, truncated: bool = False) -> TailRead:
         """The open file is finished for us: hand out its held partial line and close it.
 
         The next read starts the path's new file (``reset``). Keeping the end in a read of its
@@ -176,9 +208,11 @@ class FileTail:
         """
         self._finish_partial(out)
         read = self._result(out, self._offset, message)
+        if self.generation is not None:
+            self.past = [*self.past[-15:], self.generation]
         self.close()
         return TailRead(read.status, read.message, read.lines, size=read.size,
-                        line_base_known=read.line_base_known, ended=True)
+                        line_base_known=read.line_base_known, ended=True, truncated=truncated)
 
     def _stat_path(self) -> tuple[os.stat_result | None, str, str]:
         try:
@@ -192,13 +226,15 @@ class FileTail:
         if stat.S_ISDIR(st.st_mode):
             return None, ERROR, "is a directory (give a file or a glob such as DIR/*.log)"
         if not stat.S_ISREG(st.st_mode):
-            return None, ERROR, "not a regular file"
+            return None, ERROR, f"not a regular file ({safeopen.kind(st)})"
         return st, OK, ""
 
     def _open(self, st: os.stat_result, reset: bool) -> TailRead:
         self.close()
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+            fd, info = safeopen.open_fd(self.path)
+        except safeopen.Refused as exc:
+            return TailRead(DENIED if "symlink" in exc.strerror else ERROR, exc.strerror)
         except PermissionError:
             owner = f"mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}"
             return TailRead(DENIED, f"permission denied ({owner}); run as that user or make "
@@ -207,13 +243,30 @@ class FileTail:
             return TailRead(UNAVAILABLE, MISSING)
         except OSError as exc:
             return TailRead(ERROR, f"cannot open: {exc.strerror or exc}")
-        info = os.fstat(fd)  # the file really opened, which may be newer than ``st``
+        # ``info`` is the file really opened, which may be newer than ``st``
+        try:
+            known = self.known(fd, info) if self.known is not None else None
+        except OSError:
+            known = None
+        if known is not None and known[1] is None:
+            os.close(fd)  # another tail reads it, under the name it had
+            return TailRead(OK, GENERATION_OF.format(known[0]))
         self._fd, self._id, self._mtime = fd, (info.st_dev, info.st_ino), info.st_mtime
         self._generations += 1
         self._gone = ""
         self._reset_generation()
+        if known is not None:  # a copy of a generation another tail read part of: go on there
+            _, self._head, self._offset, self._last, self._line_no = known[1]
+            self._fresh = False
+            try:
+                read = self._follow(info.st_size)
+                return TailRead(read.status, COPY_OF.format(known[0]), read.lines, reset,
+                                read.size, mtime=read.mtime)
+            except _Rewritten:  # changed since it was recognised: a file of its own after all
+                self._reset_generation()
         if info.st_size > self.history_bytes:
             self._seek_window(info.st_size)
+            self._head = os.pread(fd, min(FINGERPRINT_BYTES, self._offset), 0)
         # The whole window in one read; counting the lines before it starts with the next one.
         read = self._follow(info.st_size, budget=max(self.max_read, self.history_bytes + 1),
                             count=False)
@@ -238,8 +291,14 @@ class FileTail:
             self._skipping = True
             self._line_no = 1
 
-    def _follow(self, size: int, budget: int | None = None, count: bool = True) -> TailRead:
+    def _follow(self, size: int, budget: int | None = None, count: bool = True,
+                mtime_ns: int = -1) -> TailRead:
         out: list[TailLine] = []
+        if size > self._offset or mtime_ns != self._checked_ns:
+            # written to since the last check: is it still what we read? (When it grew, the
+            # bytes before the offset are compared by the read itself.)
+            self._verify(last=size <= self._offset)
+            self._checked_ns = mtime_ns
         shift = self._count_some() if count else 0
         self._pull(out, budget or self.max_read, size)
         return self._result(out, size, line_shift=shift)
@@ -270,6 +329,20 @@ class FileTail:
         self._line_no += self._counted
         return self._counted
 
+    def _verify(self, last: bool = True) -> None:
+        """Raise ``_Rewritten`` when the file's first bytes are not the ones read there (a
+        truncation then writes past our offset, even with lines of one fixed length); take in
+        the first bytes read since."""
+        if self._offset == 0:
+            return
+        head = os.pread(self._fd, FINGERPRINT_BYTES, 0)
+        if head[:len(self._head)] != self._head:
+            raise _Rewritten
+        if last and self._last and os.pread(self._fd, len(self._last),
+                                   self._offset - len(self._last)) != self._last:
+            raise _Rewritten
+        self._head = head[:min(FINGERPRINT_BYTES, self._offset)]
+
     def _pull(self, out: list[TailLine], budget: int, size: int) -> bool:
         """Read the file's new bytes (as far as ``size``, at most ``budget``) into lines; True
         when more is waiting. Asking for exactly what is there matters: pread allocates its
@@ -277,20 +350,22 @@ class FileTail:
         want = min(budget, size - self._offset)
         if want <= 0:
             return False
-        # One byte before the offset comes along: if it is not the byte we last read there,
+        # The bytes before the offset come along: if they are not the ones we last read there,
         # the file was truncated and rewritten past our offset between two reads.
-        lead = 0 if self._last is None else 1
+        lead = len(self._last)
         data = os.pread(self._fd, want + lead, self._offset - lead)
         if lead:
-            if data[:1] != self._last:
+            if data[:lead] != self._last:
                 raise _Rewritten
-            data = data[1:]
+            data = data[lead:]
         if not data:
             return False
-        self._last = data[-1:]
+        self._last = (self._last + data)[-CHECK_BYTES:]
         if self._fresh and b"\x00" in data[:BINARY_PROBE]:
             self._binary = True
         self._fresh = False
+        if len(self._head) < FINGERPRINT_BYTES and self._offset == len(self._head):
+            self._head = (self._head + data)[:FINGERPRINT_BYTES]
         self._offset += len(data)
         self._split(data, out)
         return self._offset < size

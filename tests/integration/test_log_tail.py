@@ -209,6 +209,25 @@ def test_truncated_and_rewritten_past_the_offset_still_starts_over(log):
     assert again.reset and again.lines == expect(1, 21, longer)
 
 
+@pytest.mark.parametrize("after", [20, 10])  # past the offset read; exactly to it
+def test_truncation_with_fixed_length_lines_is_noticed(log, after):
+    # Every line is 4 bytes, so the byte before the offset is a newline in both generations:
+    # only the first bytes (and the last line read, "a19" against "b19") tell.
+    w = log()
+    w.open()
+    w.lines(10, 10, prefix="a")
+    tail = FileTail(str(w.path))
+    assert [text for _, text, _ in tail.read().lines] == [f"a{k}" for k in range(10, 20)]
+    w.do("truncate")
+    w.lines(10, after, prefix="b")
+    end = tail.read()
+    assert end.ended and end.truncated and end.message == TRUNCATED
+    assert tail.truncations == 1
+    again = tail.read()
+    assert again.reset and [text for _, text, _ in again.lines] == [
+        f"b{k}" for k in range(10, 10 + after)]
+
+
 def test_deleted_file_is_read_to_its_end_then_unavailable_then_recreated(log):
     w = log()
     w.open()

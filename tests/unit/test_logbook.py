@@ -164,7 +164,7 @@ def test_reset_restarts_line_numbers_but_keeps_steps_and_events():
                             events=(event(35),)))
     book.apply(poll(update(reset=True, lines=lines(1, 3), steps=(step(1, 2, T0 + 5),))))
     s = state(book)
-    assert s.lines_seen == 3
+    assert s.lines_seen == 40 + 3  # every generation counts
     assert s.steps_seen == 2
     # the new file's step is the last one even though its time is earlier (a new run's clock)
     assert s.last_step == 1
@@ -172,10 +172,14 @@ def test_reset_restarts_line_numbers_but_keeps_steps_and_events():
     assert [r.step for r in s.recent_steps] == [7, 1]
 
 
-def test_reset_without_lines_sets_lines_seen_to_zero():
+def test_reset_keeps_the_lines_of_earlier_generations_and_counts_truncations():
     book = book_with(update(lines=lines(1, 9)))
+    book.apply(poll(update(truncated=True)))
     book.apply(poll(update(reset=True)))
-    assert state(book).lines_seen == 0
+    assert state(book).lines_seen == 9
+    assert state(book).truncations == 1
+    book.apply(poll(update(lines=lines(1, 4))))
+    assert state(book).lines_seen == 9 + 4
 
 
 # -- line_shift (huge files opened from their end) -----------------------------------------------
