@@ -7,6 +7,7 @@ pictures do not change when the demo's code does. Update with ``pytest tests/ui/
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -77,8 +78,17 @@ async def test_the_divergence_row_is_on_screen_at_80x24():
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         table = screen_of(app).diff_pane.table
-        top = int(table.scroll_y)
-        assert top <= 5 < top + table.size.height - 1
+
+        def shown() -> bool:
+            top = int(table.scroll_y)
+            return top <= 5 < top + table.size.height - 1
+
+        # the table scrolls to the row once it has its size: on a loaded machine that can be a
+        # few refreshes after the first pause (CI once looked at top 0 before it scrolled)
+        deadline = asyncio.get_running_loop().time() + 10.0
+        while not shown() and asyncio.get_running_loop().time() < deadline:
+            await pilot.pause(0.05)
+        assert shown(), (table.scroll_y, table.size)
 
 
 # -- keys ------------------------------------------------------------------------------------------
