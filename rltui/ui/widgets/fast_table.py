@@ -25,6 +25,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from rltui.scrub import printable
 from rltui.ui.widgets.cells import Cell
 
 CellsOf = Callable[[str], Sequence[Cell]]
@@ -191,7 +192,10 @@ class FastTable(ScrollView, can_focus=True):
         if index == self.cursor_row:
             row_style += self.get_component_rich_style("fast-table--cursor", partial=True)
         cells = self._row(self._keys[index])
-        segments = [Segment(f" {_fit(cell.text, w, right)} ", row_style + _style(cell.style))
+        # printable: a cell can hold an outside string (a command line, a script name, a log
+        # path); its escape sequences must not reach the terminal.
+        segments = [Segment(f" {_fit(printable(cell.text), w, right)} ",
+                            row_style + _style(cell.style))
                     for (_, _, w, right), cell in zip(self._columns, cells)]
         return Strip(segments).adjust_cell_length(width, row_style)
 
