@@ -122,6 +122,8 @@ _PRIVATE_KEY_END = re.compile(r"-----END[A-Z ]{0,40} PRIVATE KEY-----")
 _SHORT_KEY = re.compile(r"(?<!\S)(-k)(\s+)(?!-)\S+")
 # ``name=value``, ``name: value``, ``"name": "value"`` inside a longer string.
 _ASSIGN = re.compile(r"""(?<![\w.\-])-*([A-Za-z_][\w.\-]*)(["']?)(\s*[:=]\s*)(["']?)""")
+# ``--secret-flag value`` inside a longer string (a command line quoted in a log).
+_FLAG_SPACE = re.compile(r"(?<![\w.\-])--([A-Za-z][\w.\-]*)\s+(?=[^\s\-])")
 _BARE_VALUE = re.compile(r"""(?i)(?:(?:bearer|basic|token)\s+)?[^\s"',;&}\]]*""")
 _URL_START = re.compile(r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://")
 _SPACE = re.compile(r"\s")
@@ -129,14 +131,14 @@ _PORT = re.compile(r"[0-9]+(?:/|$)")
 MAX_NAME = 200  # a secret's name is short; longer "names" are judged by their last characters
 
 
-def _scrub_assignments(text: str) -> str:
+def _scrub_assignments(text: str, pattern: re.Pattern = _ASSIGN) -> str:
     out: list[str] = []
     pos = 0
-    for m in _ASSIGN.finditer(text):
+    for m in pattern.finditer(text):
         if m.start() < pos or not is_secret_name(m.group(1)):
             continue  # inside a value already hidden, or an ordinary key
         start = m.end()
-        quote = m.group(4)
+        quote = m.group(4) if pattern is _ASSIGN else ""
         if quote:
             end = text.find(quote, start)
             end = len(text) if end < 0 else end
@@ -213,6 +215,8 @@ def scrub_text(text: str) -> str:
     text = _SCHEME.sub(rf"\1\2{REDACTED}", text)
     text = _TOKEN_SHAPES.sub(REDACTED, text)
     text = _SHORT_KEY.sub(rf"\1\2{REDACTED}", text)
+    if "--" in text:
+        text = _scrub_assignments(text, _FLAG_SPACE)
     return _scrub_assignments(text)
 
 
@@ -258,6 +262,7 @@ def redact_env(mapping: Mapping[str, str]) -> dict[str, str]:
 
 SHORT_SECRET_FLAGS = frozenset({"-k"})  # ``-k KEY``: the short flags tools give an API key
 _FLAG = re.compile(r"-{1,2}([A-Za-z][\w.\-]*)")
+_ARG_NAME = re.compile(r"[A-Za-z_][\w.\-]*[:=]")  # ``api_key:`` with its value next
 _ARG_ASSIGN = re.compile(r"([-+]{0,2}[A-Za-z_][\w.\-]*)=(.*)", re.DOTALL)
 
 
@@ -270,16 +275,31 @@ def redact_argv(argv: Iterable[str]) -> tuple[str, ...]:
     option (``--use-auth --verbose``): a secret that starts with ``--`` would show.
     """
     out: list[str] = []
-    hide_next = False
+    hide_next = in_key = False
+    seen: list[str] = []
     for arg in argv:
+        seen.append(arg)
+        if in_key:  # a PEM private key split into arguments: hidden up to its END line
+            in_key = not arg.startswith("-----END")
+            out.append(arg if not in_key else REDACTED)
+            continue
+        if (arg.startswith("KEY-----") and len(seen) > 2 and seen[-2] == "PRIVATE"
+                and any(a.startswith("-----BEGIN") for a in seen[-5:-1])):
+            out.append(arg)
+            in_key = True
+            continue
         if hide_next and not arg.startswith("--"):
+            if arg.lower() in ("bearer", "basic"):  # ``Authorization: Bearer X``
+                out.append(arg)
+                continue
             out.append(REDACTED)
             hide_next = False
             continue
         hide_next = False
         flag = _FLAG.fullmatch(arg)
         if ((flag and is_secret_name(flag.group(1))) or arg.lower() in ("bearer", "basic")
-                or arg in SHORT_SECRET_FLAGS):
+                or arg in SHORT_SECRET_FLAGS
+                or (_ARG_NAME.fullmatch(arg) and is_secret_name(arg[:-1]))):
             out.append(arg)
             hide_next = True
             continue
