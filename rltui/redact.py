@@ -122,8 +122,10 @@ _PRIVATE_KEY_END = re.compile(r"-----END[A-Z ]{0,40} PRIVATE KEY-----")
 _SHORT_KEY = re.compile(r"(?<!\S)(-k)(\s+)(?!-)\S+")
 # ``name=value``, ``name: value``, ``"name": "value"`` inside a longer string.
 _ASSIGN = re.compile(r"""(?<![\w.\-])-*([A-Za-z_][\w.\-]*)(["']?)(\s*[:=]\s*)(["']?)""")
-# ``--secret-flag value`` inside a longer string (a command line quoted in a log).
+# ``--secret-flag value`` inside a longer string (a command line quoted in a log); a short
+# lower-case word after it is prose, not a value (``--api-key or OPENAI_API_KEY``).
 _FLAG_SPACE = re.compile(r"(?<![\w.\-])--([A-Za-z][\w.\-]*)\s+(?=[^\s\-])")
+_PROSE = re.compile(r"[a-z]{1,10}")
 _BARE_VALUE = re.compile(r"""(?i)(?:(?:bearer|basic|token)\s+)?[^\s"',;&}\]]*""")
 _URL_START = re.compile(r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://")
 _SPACE = re.compile(r"\s")
@@ -144,6 +146,8 @@ def _scrub_assignments(text: str, pattern: re.Pattern = _ASSIGN) -> str:
             end = len(text) if end < 0 else end
         else:
             end = _BARE_VALUE.match(text, start).end()
+            if pattern is _FLAG_SPACE and _PROSE.fullmatch(text, start, end):
+                continue  # "(--api-key or OPENAI_API_KEY)": a flag named in a sentence
         if end > start:
             out += [text[pos:start], REDACTED]
             pos = end
