@@ -41,6 +41,10 @@ SHAPES = {
     "bearer words": "Bearer ",
     "pem begins": "-----BEGIN RSA PRIVATE KEY-----",
     "short flags": "-k ",
+    "secret flags": "--api-key ",
+    "secret flags, prose": "--token or ",
+    "url passwords": "https://u:p@h/",
+    "assignments": "token=x ",
     "digits": "9",
     "control chars": "\x1b[",
 }
