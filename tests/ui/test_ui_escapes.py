@@ -19,6 +19,7 @@ FAST = Settings(cadence=Cadence(gpus=0.05, procs=0.05, logs=0.05, ui=0.1),
                 thresholds=Thresholds(stale_after_intervals=1000.0))
 TITLE = "\x1b]0;owned-title\x07"
 ROLE = f"train{TITLE}[bold red]x[/]"
+SECRET_ROLE = "ray::Worker token=hf_FAKEfakeHuggingFace0123456789ab"
 LINE = (f"INFO {TITLE}\x1b[2J\x1b[31mred\x1b[0m [bold red]x[/] \x9b2J "
         "token=hf_FAKEfakeHuggingFace0123456789ab")
 RAW = ("\x1b", "\x07", "\x9b")
@@ -26,7 +27,8 @@ RAW = ("\x1b", "\x07", "\x9b")
 
 def _procs() -> FakeSource:
     return FakeSource("procs", lambda n: Reading("procs", time.time(), OK, ProcPoll(
-        procs=(replace(proc(0, world=1), role=ROLE),))))
+        procs=(replace(proc(0, world=2), role=ROLE),
+               replace(proc(1, world=2), role=SECRET_ROLE)))))
 
 
 def _logs() -> FakeSource:
@@ -45,6 +47,7 @@ async def test_the_rank_table_and_the_log_pane_show_outside_strings_escaped(tmp_
         text, _ = drawn(table, "p4100", "role")
         assert not [c for c in RAW if c in text]
         assert text.startswith("train\\x1b]0")  # shown escaped (cut to the column)
+        assert table.get_cell("p4101", "role").text == "ray::Worker token=***"
 
         await pilot.press("e")
         view = app.main_screen.logs.log_view
