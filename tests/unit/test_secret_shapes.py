@@ -5,11 +5,14 @@ useful are not."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rltui.redact import REDACTED, redact_argv, redact_env, scrub_text
 from rltui.scrub import outgoing_text, scrub
@@ -62,3 +65,25 @@ def test_hidden_in_an_environment_value_and_a_structure(shape):
 ])
 def test_ids_and_settings_stay_readable(text):
     assert REDACTED not in scrub_text(text)
+
+
+# Fuzzing: a bounded run in the normal suite, RLTUI_FUZZ_LONG=1 for a long one.
+FUZZ = settings(max_examples=2000 if os.environ.get("RLTUI_FUZZ_LONG") else 150,
+                deadline=None)
+AROUND = st.text(alphabet=st.characters(codec="utf-8"), max_size=60)
+
+
+@FUZZ
+@given(before=AROUND, shape=st.sampled_from(SHAPES), after=AROUND)
+def test_a_shape_anywhere_in_a_line_is_hidden(before, shape, after):
+    line = f"{before} {shape['written']} {after}"
+    assert shape["secret"] not in scrub_text(line)
+    assert shape["secret"] not in outgoing_text(line)
+
+
+@FUZZ
+@given(text=st.text(alphabet=st.characters(codec="utf-8"), max_size=300))
+def test_outgoing_text_has_no_control_character_but_line_breaks(text):
+    out = outgoing_text(text)
+    assert all(c in "\n\t" or (c.isprintable() or c == " ") for c in out if ord(c) < 0xa0)
+    assert "\x1b" not in out and "\x9b" not in out
