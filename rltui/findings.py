@@ -2,6 +2,9 @@
 plain report and the incident report of ``rltui diagnose`` on this node and across nodes alike
 (each used to assemble its own). Pure: the OOM triage and the config doctor, which read files,
 are handed in already made (rltui.sources.oominputs).
+
+Every document leaves through ``rltui.scrub`` here: secrets hidden in every string (thread
+names, command lines, log lines, event texts), and control characters escaped in the text.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from rltui import incident, report
+from rltui.scrub import outgoing_text, scrub
 from rltui.diagnosis.stacks import StackReport
 from rltui.model import Diagnosis, NodeSnapshot
 
@@ -53,7 +57,7 @@ def document(f: Findings) -> dict[str, Any]:
     if f.cluster is not None:
         from rltui.remote.cluster_report import nodes_json
         doc["nodes"] = nodes_json(f.cluster)
-    return doc
+    return scrub(doc)
 
 
 def text(f: Findings) -> str:
@@ -67,7 +71,7 @@ def text(f: Findings) -> str:
     if f.cluster is not None:
         from rltui.remote.cluster_report import nodes_text
         out += nodes_text(f.cluster)
-    return out
+    return outgoing_text(out)
 
 
 def incident_document(f: Findings, log_tails: Mapping[str, Sequence[str]],
@@ -81,4 +85,4 @@ def incident_document(f: Findings, log_tails: Mapping[str, Sequence[str]],
     if f.cluster is not None:
         from rltui.remote.cluster_report import nodes_json
         doc["nodes"] = nodes_json(f.cluster)
-    return doc
+    return scrub(doc)

@@ -341,11 +341,15 @@ def write_report(folder: str | os.PathLike, doc: Mapping[str, Any]) -> tuple[Pat
 
     Raises OSError with the path when the folder cannot be written; an existing report there is
     replaced whole (written to a temporary name first, so a full disk leaves the old one).
+    Both pass ``rltui.scrub`` on the way: secrets hidden in every string, and control
+    characters escaped in the markdown.
     """
+    from rltui.scrub import outgoing_text, scrub
+    doc = scrub(doc)
     path = Path(folder)
     path.mkdir(parents=True, exist_ok=True)
     md, js = path / "incident.md", path / "incident.json"
-    for target, text in ((md, to_markdown(doc)), (js, json.dumps(doc, indent=2) + "\n")):
+    for target, text in ((md, outgoing_text(to_markdown(doc))), (js, json.dumps(doc, indent=2) + "\n")):
         tmp = target.with_name(target.name + ".tmp")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, target)

@@ -8,6 +8,8 @@ words of the name (split at ``_ - .``, spaces and camelCase, compared upper-case
 
 * secret when any word is SECRET, PASSWORD, PASSWD, PASSPHRASE, CREDENTIAL(S) or APIKEY
   (``AWS_SECRET_ACCESS_KEY``, ``DB_PASSWORD``, ``GOOGLE_APPLICATION_CREDENTIALS``);
+* secret when a word is PWD and the name is more than that (``DB_PWD``; ``PWD`` alone is the
+  shell's working directory);
 * secret when the *last* word is KEY, TOKEN, AUTH, AUTHORIZATION, PASS, CREDS or COOKIE
   (``OPENAI_API_KEY``, ``HF_TOKEN``, ``--api-key``, ``--hf_token``), because a word in the middle
   usually qualifies something else: ``TOKENIZERS_PARALLELISM``, ``KEY_FRAMES``,
@@ -18,8 +20,11 @@ words of the name (split at ``_ - .``, spaces and camelCase, compared upper-case
 
 Values are also scrubbed wherever they appear, whatever their name: ``Bearer``/``Basic``
 credentials, ``user:password@`` in URLs, well-known token shapes (``sk-...``, ``hf_...``,
-``ghp_...``, ``xoxb-...``, ``AKIA...``) and ``secret_name=value`` / ``"secret_name": "value"``
-inside a longer string. A false positive hides a harmless value; a false negative leaks a key,
+``ghp_...``, ``xoxb-...``, ``AKIA...``, ``AIza...``, ``ya29....``, JWTs, PEM private-key
+blocks), ``-k VALUE``, and ``secret_name=value`` / ``"secret_name": "value"`` inside a longer
+string. The user-info of a URL in free text is hidden too: the password, whatever it holds
+(``/``, ``@``), or a lone user (``https://TOKEN@host``). Every pattern is linear in its input
+(see the comment above them): a megabyte-long log line costs milliseconds, never minutes. A false positive hides a harmless value; a false negative leaks a key,
 so the rule leans towards hiding.
 
 ``redact_url`` is the stricter form for a whole URL that is about to be shown (a report's
@@ -30,6 +35,7 @@ the values of query parameters with secret names are hidden, whatever their char
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Iterable, Mapping
 from urllib.parse import unquote_plus
 
@@ -47,7 +53,7 @@ _NOT_SECRET_BEFORE = frozenset(
      "FOREIGN", "PARTITION", "PAD", "EOS", "BOS", "UNK", "SEP", "CLS", "MASK", "SPECIAL",
      "STOP", "START", "END"})
 
-_CAMEL_1 = re.compile(r"([A-Z]+)([A-Z][a-z])")
+_CAMEL_1 = re.compile(r"([A-Z])([A-Z][a-z])")  # not [A-Z]+: linear on a long run
 _CAMEL_2 = re.compile(r"([a-z0-9])([A-Z])")
 _WORD_SPLIT = re.compile(r"[^A-Z0-9]+")
 
@@ -57,12 +63,26 @@ def _words(name: str) -> list[str]:
     return [w for w in _WORD_SPLIT.split(name.upper()) if w]
 
 
+# Every secret name holds one of these; most names hold none and are judged without splitting.
+_HINTS = ("SECRET", "PASS", "PWD", "CRED", "APIKEY", "KEY", "TOKEN", "AUTH", "COOKIE")
+
+
 def is_secret_name(name: str) -> bool:
     """True when a variable, flag or key called ``name`` likely holds a secret (rule above)."""
+    return _is_secret_name(name[-MAX_NAME:])
+
+
+@lru_cache(maxsize=4096)  # names repeat (a log's keys, an environment's variables)
+def _is_secret_name(name: str) -> bool:
+    upper = name.upper()
+    if not any(hint in upper for hint in _HINTS):
+        return False
     words = _words(name)
     if not words:
         return False
     if any(w in _SECRET_ANYWHERE for w in words):
+        return True
+    if "PWD" in words and words != ["PWD"]:  # DB_PWD; PWD alone is the working directory
         return True
     last = words[-1]
     if last not in _SECRET_LAST:
@@ -73,34 +93,61 @@ def is_secret_name(name: str) -> bool:
 
 
 # Value shapes that are secrets wherever they appear.
-_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^/\s:@]*:)[^@\s/]+(@)")
-_SCHEME = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9\-._~+/=]+")
+#
+# Every pattern here runs in time linear in its input, whatever the input: a log line can be a
+# megabyte of word characters (a collapsed RL sample, a hex dump), and a pattern that retried
+# from each position of such a run took minutes on one line (the agent missed its heartbeats).
+# So no pattern may start inside a run of the characters it goes on to read: a negative
+# look-behind on the same class replaces ``\b``, and each run is read once. The URL rule is a
+# small loop instead of one expression for the same reason.
+_TOKEN_START = r"(?<![A-Za-z0-9_\-])"
+_SCHEME = re.compile(r"(?i)(?<![A-Za-z0-9_\-])(bearer|basic)(\s+)[A-Za-z0-9\-._~+/=]+")
 _TOKEN_SHAPES = re.compile(
-    r"\b(?:sk-[A-Za-z0-9_\-]{16,}"
+    _TOKEN_START +
+    r"(?:sk-[A-Za-z0-9_\-]{16,}"  # OpenAI (sk-proj-...), Anthropic (sk-ant-...)
     r"|hf_[A-Za-z0-9]{20,}"
     r"|gh[pousr]_[A-Za-z0-9]{20,}"
     r"|github_pat_[A-Za-z0-9_]{20,}"
     r"|glpat-[A-Za-z0-9_\-]{20,}"
     r"|xox[abeprs]-[A-Za-z0-9\-]{10,}"
-    r"|(?:AKIA|ASIA)[0-9A-Z]{16})")
+    r"|xapp-[A-Za-z0-9\-]{10,}"
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16}"
+    r"|AIza[0-9A-Za-z_\-]{30,}"  # Google API key
+    r"|ya29\.[0-9A-Za-z_\-]{20,}"  # Google OAuth access token
+    r"|eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"  # JWT
+    r")")
+_PRIVATE_KEY = re.compile(r"-----BEGIN[A-Z ]{0,40} PRIVATE KEY-----")
+_PRIVATE_KEY_END = re.compile(r"-----END[A-Z ]{0,40} PRIVATE KEY-----")
+# ``-k VALUE`` (a short flag that tools use for a key) inside a longer string.
+_SHORT_KEY = re.compile(r"(?<!\S)(-k)(\s+)(?!-)\S+")
 # ``name=value``, ``name: value``, ``"name": "value"`` inside a longer string.
-_ASSIGN = re.compile(r"""([A-Za-z_][\w.\-]*)(["']?)(\s*[:=]\s*)(["']?)""")
+_ASSIGN = re.compile(r"""(?<![\w.\-])-*([A-Za-z_][\w.\-]*)(["']?)(\s*[:=]\s*)(["']?)""")
+# ``--secret-flag value`` inside a longer string (a command line quoted in a log); a short
+# lower-case word after it is prose, not a value (``--api-key or OPENAI_API_KEY``).
+_FLAG_SPACE = re.compile(r"(?<![\w.\-])--([A-Za-z][\w.\-]*)\s+(?=[^\s\-])")
+_PROSE = re.compile(r"[a-z]{1,10}")
 _BARE_VALUE = re.compile(r"""(?i)(?:(?:bearer|basic|token)\s+)?[^\s"',;&}\]]*""")
+_URL_START = re.compile(r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://")
+_SPACE = re.compile(r"\s")
+_PORT = re.compile(r"[0-9]+(?:/|$)")
+MAX_NAME = 200  # a secret's name is short; longer "names" are judged by their last characters
 
 
-def _scrub_assignments(text: str) -> str:
+def _scrub_assignments(text: str, pattern: re.Pattern = _ASSIGN) -> str:
     out: list[str] = []
     pos = 0
-    for m in _ASSIGN.finditer(text):
+    for m in pattern.finditer(text):
         if m.start() < pos or not is_secret_name(m.group(1)):
             continue  # inside a value already hidden, or an ordinary key
         start = m.end()
-        quote = m.group(4)
+        quote = m.group(4) if pattern is _ASSIGN else ""
         if quote:
             end = text.find(quote, start)
             end = len(text) if end < 0 else end
         else:
             end = _BARE_VALUE.match(text, start).end()
+            if pattern is _FLAG_SPACE and _PROSE.fullmatch(text, start, end):
+                continue  # "(--api-key or OPENAI_API_KEY)": a flag named in a sentence
         if end > start:
             out += [text[pos:start], REDACTED]
             pos = end
@@ -108,11 +155,72 @@ def _scrub_assignments(text: str) -> str:
     return "".join(out)
 
 
+def _scrub_urls(text: str) -> str:
+    """The user-info of every ``scheme://`` URL in ``text``: the password (``user:***@host``),
+    or a lone user, which is often a token (``https://***@host``). The user-info ends at the
+    last ``@`` of the URL's run of non-spaces, so a password holding ``/`` or ``@`` is hidden
+    whole; an ``@`` after a ``/`` that comes before any ``:`` is in the path and stays, and so
+    does ``host:8080/path@x``'s port."""
+    if "://" not in text:
+        return text
+    out: list[str] = []
+    pos = 0
+    run_end = last_at = -1
+    for m in _URL_START.finditer(text):
+        start = m.end()
+        if start < pos:
+            continue
+        if start > run_end:  # one search per run of non-spaces, however many URLs it holds
+            space = _SPACE.search(text, start)
+            run_end = space.start() if space else len(text)
+            last_at = text.rfind("@", start, run_end)
+        if last_at < start:
+            continue
+        colon = text.find(":", start, last_at)
+        slash = text.find("/", start, last_at)
+        if slash >= 0 and (colon < 0 or slash < colon):
+            continue  # the @ is in the path
+        if colon >= 0 and slash >= 0 and _PORT.match(text, colon + 1, slash + 1):
+            continue  # host:port/path@x
+        hide_from = colon + 1 if colon >= 0 else start
+        out += [text[pos:hide_from], REDACTED]
+        pos = last_at
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _scrub_private_keys(text: str) -> str:
+    """A PEM private key block, from its BEGIN line to its END line (or the end of the text:
+    a key cut by a log line's end is still hidden)."""
+    out: list[str] = []
+    pos = 0
+    while True:
+        m = _PRIVATE_KEY.search(text, pos)
+        if not m:
+            break
+        end = _PRIVATE_KEY_END.search(text, m.end())
+        out += [text[pos:m.start()], "-----BEGIN PRIVATE KEY-----", REDACTED]
+        if end is None:
+            pos = len(text)
+            break
+        out.append("-----END PRIVATE KEY-----")
+        pos = end.end()
+    if not out:
+        return text
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def scrub_text(text: str) -> str:
-    """Hide secret-looking values inside free text (one argument, one env value)."""
-    text = _URL_PASSWORD.sub(rf"\1{REDACTED}\2", text)
+    """Hide secret-looking values inside free text (one argument, one env value, one log line,
+    a whole report). Linear in ``len(text)`` (see above)."""
+    text = _scrub_private_keys(text)
+    text = _scrub_urls(text)
     text = _SCHEME.sub(rf"\1\2{REDACTED}", text)
     text = _TOKEN_SHAPES.sub(REDACTED, text)
+    text = _SHORT_KEY.sub(rf"\1\2{REDACTED}", text)
+    if "--" in text:
+        text = _scrub_assignments(text, _FLAG_SPACE)
     return _scrub_assignments(text)
 
 
@@ -156,7 +264,9 @@ def redact_env(mapping: Mapping[str, str]) -> dict[str, str]:
             for name, value in mapping.items()}
 
 
+SHORT_SECRET_FLAGS = frozenset({"-k"})  # ``-k KEY``: the short flags tools give an API key
 _FLAG = re.compile(r"-{1,2}([A-Za-z][\w.\-]*)")
+_ARG_NAME = re.compile(r"[A-Za-z_][\w.\-]*[:=]")  # ``api_key:`` with its value next
 _ARG_ASSIGN = re.compile(r"([-+]{0,2}[A-Za-z_][\w.\-]*)=(.*)", re.DOTALL)
 
 
@@ -169,15 +279,31 @@ def redact_argv(argv: Iterable[str]) -> tuple[str, ...]:
     option (``--use-auth --verbose``): a secret that starts with ``--`` would show.
     """
     out: list[str] = []
-    hide_next = False
+    hide_next = in_key = False
+    seen: list[str] = []
     for arg in argv:
+        seen.append(arg)
+        if in_key:  # a PEM private key split into arguments: hidden up to its END line
+            in_key = not arg.startswith("-----END")
+            out.append(arg if not in_key else REDACTED)
+            continue
+        if (arg.startswith("KEY-----") and len(seen) > 2 and seen[-2] == "PRIVATE"
+                and any(a.startswith("-----BEGIN") for a in seen[-5:-1])):
+            out.append(arg)
+            in_key = True
+            continue
         if hide_next and not arg.startswith("--"):
+            if arg.lower() in ("bearer", "basic"):  # ``Authorization: Bearer X``
+                out.append(arg)
+                continue
             out.append(REDACTED)
             hide_next = False
             continue
         hide_next = False
         flag = _FLAG.fullmatch(arg)
-        if (flag and is_secret_name(flag.group(1))) or arg.lower() in ("bearer", "basic"):
+        if ((flag and is_secret_name(flag.group(1))) or arg.lower() in ("bearer", "basic")
+                or arg in SHORT_SECRET_FLAGS
+                or (_ARG_NAME.fullmatch(arg) and is_secret_name(arg[:-1]))):
             out.append(arg)
             hide_next = True
             continue

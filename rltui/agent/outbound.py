@@ -1,9 +1,8 @@
 """What leaves the node: readings with secrets scrubbed, as lines that a reader will accept.
 
-Pure. The process source already redacts command lines and environments; log lines, log
-events and the messages of any reading are free text written by the job or by a tool, so they
-pass through ``scrub_text`` here before they cross the wire (an ``OPENAI_API_KEY=sk-...``
-echoed into a rank's log stays on its node).
+Pure. Every string of a reading (log lines and events written by the job, py-spy's thread
+names, command lines, the messages of any reading) passes ``rltui.scrub`` here before it
+crosses the wire (an ``OPENAI_API_KEY=sk-...`` echoed into a rank's log stays on its node).
 
 A reading over ``MAX_LINE`` would be refused whole by the reader. The first read of a job's
 logs can be that big (every file's history window at once), so a logs reading is split into
@@ -19,40 +18,15 @@ from typing import Callable
 
 from rltui.agent.protocol import (MAX_LINE, TOO_LONG, ProtocolError, ReadingMessage, encode,
                                   line_of)
-from rltui.model import ERROR, LogEvent, LogLine, LogPoll, LogUpdate, Reading, StackPoll
-from rltui.redact import scrub_text
+from rltui.model import ERROR, LogPoll, LogUpdate, Reading
+from rltui.scrub import scrub
 
 TRIMMED = "older lines not sent: the update was over the 8 MiB line limit"
 
 
-def _scrub_line(line: LogLine) -> LogLine:
-    text = scrub_text(line.text)
-    return line if text == line.text else replace(line, text=text)
-
-
-def _scrub_event(event: LogEvent) -> LogEvent:
-    summary, text = scrub_text(event.summary), scrub_text(event.text)
-    if (summary, text) == (event.summary, event.text):
-        return event
-    return replace(event, summary=summary, text=text)
-
-
-def _scrub_update(update: LogUpdate) -> LogUpdate:
-    return replace(update, lines=tuple(map(_scrub_line, update.lines)),
-                   events=tuple(map(_scrub_event, update.events)),
-                   message=scrub_text(update.message))
-
-
 def scrub_reading(reading: Reading) -> Reading:
-    """``reading`` with secret-looking values in its free text hidden."""
-    payload = reading.payload
-    if isinstance(payload, LogPoll):
-        payload = replace(payload, files=tuple(_scrub_update(u) for u in payload.files))
-    elif isinstance(payload, StackPoll):
-        payload = replace(payload, dumps=tuple(
-            replace(d, command=scrub_text(d.command), message=scrub_text(d.message))
-            for d in payload.dumps))
-    return replace(reading, payload=payload, message=scrub_text(reading.message))
+    """``reading`` with secret-looking values hidden in every string it holds."""
+    return scrub(reading)
 
 
 def _line(host: str, t: float, reading: Reading) -> bytes | None:

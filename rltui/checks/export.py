@@ -9,7 +9,8 @@ from typing import Any
 
 def export_report(report: Any, folder: Path, stem: str) -> list[Path]:
     """Write ``report`` as ``<stem>-<time>.md`` and ``.json`` into ``folder``; a second export
-    within the same second gets a new name instead of overwriting the first."""
+    within the same second gets a new name instead of overwriting the first. Both pass
+    ``rltui.scrub``: secrets hidden, control characters escaped in the markdown."""
     import json
     import time
     folder.mkdir(parents=True, exist_ok=True)
@@ -19,6 +20,7 @@ def export_report(report: Any, folder: Path, stem: str) -> list[Path]:
         n += 1
         name = f"{base}-{n}"
     markdown, data = folder / f"{name}.md", folder / f"{name}.json"
-    markdown.write_text(report.to_markdown(), encoding="utf-8")
-    data.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
+    from rltui.scrub import outgoing_text, scrub
+    markdown.write_text(outgoing_text(report.to_markdown()), encoding="utf-8")
+    data.write_text(json.dumps(scrub(report.to_json()), indent=2) + "\n", encoding="utf-8")
     return [markdown, data]

@@ -160,14 +160,16 @@ def job_option(args: argparse.Namespace) -> str | None:
 
 
 def say_no_job(monitor, snap) -> None:
+    from rltui.scrub import outgoing_text
     if monitor.focus is not None:
         here = ", ".join(v.job.id for v in monitor.jobs if v.job is not None) or "none"
         why = monitor.focus_problem or f"jobs here: {here}"
-        print(f"rltui: no job {monitor.focus!r} on this node ({why}); `rltui jobs` lists "
-              "them", file=sys.stderr)
+        print(outgoing_text(f"rltui: no job {monitor.focus!r} on this node ({why}); "
+                            "`rltui jobs` lists them"), file=sys.stderr)
         return
-    print(f"rltui: no training job found ({snap.job or 'ranks found by environment'}); "
-          "choose one with --pid PID, --match REGEX, or read saved files with --log/--stacks",
+    looked = snap.job or "ranks found by environment"
+    print(outgoing_text(f"rltui: no training job found ({looked}); choose one with --pid PID, "
+                        "--match REGEX, or read saved files with --log/--stacks"),
           file=sys.stderr)
 
 

@@ -37,13 +37,14 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     snap, _ = monitor.evaluate(time.time())
     views = [v for v in monitor.jobs if v.job is not None
              and (monitor.focus is None or v.job.id == monitor.focus_id)]
+    from rltui.scrub import outgoing_text, scrub
     if args.json:
         import json
-        print(json.dumps({"schema": report.SCHEMA, "host": snap.host, "timestamp":
-                          snap.timestamp, "jobs": [report.job_json(v) for v in views]},
+        print(json.dumps(scrub({"schema": report.SCHEMA, "host": snap.host, "timestamp":
+                                snap.timestamp, "jobs": [report.job_json(v) for v in views]}),
                          indent=2))
     else:
-        sys.stdout.write(report.jobs_text(views))
+        sys.stdout.write(outgoing_text(report.jobs_text(views)))
     if not views and monitor.focus is not None:
         say_no_job(monitor, snap)
         return EXIT_NO_JOB

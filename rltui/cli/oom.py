@@ -49,9 +49,10 @@ def cmd_oom(args: argparse.Namespace) -> int:
         print(f"rltui oom: no OOM found in {where}", file=sys.stderr)
         return EXIT_FOUND
     from rltui.diagnosis.oom.report import report_json, report_text
+    from rltui.scrub import outgoing_text, scrub
     if args.json:
         import json
-        print(json.dumps(report_json(oom), indent=2))
+        print(json.dumps(scrub(report_json(oom)), indent=2))
     else:
-        sys.stdout.write(report_text(oom))
+        sys.stdout.write(outgoing_text(report_text(oom)))
     return EXIT_OK

@@ -84,8 +84,9 @@ def cmd_record(args: argparse.Namespace) -> int:
         bundle = bundle.recording(Recorder(out, host=bundle.host, job=bundle.job,
                                            intervals=bundle.intervals(),
                                            description=f"rltui record, {args.duration:g} s"))
-        print(f"recording {bundle.job} to {out} for {args.duration:g} s (Ctrl-C stops early)",
-              file=sys.stderr)
+        from rltui.scrub import outgoing_text
+        print(outgoing_text(f"recording {bundle.job} to {out} for {args.duration:g} s "
+                            "(Ctrl-C stops early)"), file=sys.stderr)
         try:
             run_schedule(bundle.specs, args.duration, bundle.recorder.write)
         except KeyboardInterrupt:

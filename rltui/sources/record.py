@@ -1,7 +1,8 @@
 """Write readings to a scenario folder as they arrive (``rltui record``).
 
 Each reading is one JSON line, flushed at once, so a recording killed mid-way still replays up
-to its last whole line. Secrets never reach the file: sources redact before they emit.
+to its last whole line. Secrets never reach the file: every string of a reading (log lines,
+thread names, command lines, messages) passes ``rltui.scrub`` on its way in.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import IO, Any
 
 from rltui import __version__
 from rltui.model import Reading
+from rltui.scrub import scrub
 from rltui.serialize import reading_to_data
 from rltui.sources.replay import META_FILE, READINGS_FILE, SCHEMA_VERSION
 
@@ -33,14 +35,14 @@ class Recorder:
             "description": description,
             "sources": {name: {"interval": s} for name, s in (intervals or {}).items()},
         }
-        (self.path / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        (self.path / META_FILE).write_text(json.dumps(scrub(meta), indent=2) + "\n", encoding="utf-8")
         self._out: IO[str] | None = (self.path / READINGS_FILE).open("w", encoding="utf-8")
         self.count = 0
 
     def write(self, reading: Reading) -> None:
         if self._out is None:
             return
-        self._out.write(json.dumps(reading_to_data(reading), separators=(",", ":")) + "\n")
+        self._out.write(json.dumps(scrub(reading_to_data(reading)), separators=(",", ":")) + "\n")
         self._out.flush()
         self.count += 1
 

@@ -14,6 +14,7 @@ PURE_MODULES = [
     "rltui.report",
     "rltui.rankset",
     "rltui.redact",
+    "rltui.scrub",
     "rltui.parsing.procinfo",
     "rltui.parsing",
     "rltui.diagnosis",

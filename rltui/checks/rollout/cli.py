@@ -86,20 +86,21 @@ def _write(path: str, text: str) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     from rltui.checks.rollout.runner import run as run_check
+    from rltui.scrub import outgoing_text, scrub
     spec = spec_from_args(args)
     report, interrupted = run_interruptibly(run_check, spec, "rollout-check")
-    doc = report.to_json()
+    doc = scrub(report.to_json())
     if args.json:
         print(json.dumps(doc, indent=2))
     elif report.error and not report.results:
         pass  # said once below, as an error
     else:
-        print(report.to_text())
+        print(outgoing_text(report.to_text()))
     if report.error:
-        print(f"rltui: error: {report.error}", file=sys.stderr)
+        print(f"rltui: error: {outgoing_text(report.error)}", file=sys.stderr)
     problems = []
     if args.markdown:
-        problems.append(_write(args.markdown, report.to_markdown()))
+        problems.append(_write(args.markdown, outgoing_text(report.to_markdown())))
     if args.json_out:
         problems.append(_write(args.json_out, json.dumps(doc, indent=2) + "\n"))
     for problem in filter(None, problems):

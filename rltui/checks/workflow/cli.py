@@ -92,20 +92,21 @@ def run(args: argparse.Namespace) -> int:
         print(f"rltui: error: {exc}", file=sys.stderr)
         return EXIT_INPUT
     from rltui.checks.workflow.runner import run as run_check
+    from rltui.scrub import outgoing_text, scrub
     report, interrupted = run_interruptibly(run_check, spec, "workflow-check")
     # bad input (a dataset with no usable line): nothing ran, so a usage error, not a report
     usage = (report.setup_error or {}).get("kind") == "input"
     if args.json:
-        print(json.dumps(report.to_json(), indent=2, default=str))
+        print(json.dumps(scrub(report.to_json()), indent=2, default=str))
     elif not usage:
-        sys.stdout.write(report.to_text())
+        sys.stdout.write(outgoing_text(report.to_text()))
     if report.setup_error and (args.json or usage):
-        print(f"rltui: error: {report.setup_error['message']}", file=sys.stderr)
+        print(f"rltui: error: {outgoing_text(report.setup_error['message'])}", file=sys.stderr)
     code = report.exit_code()
     if args.markdown:
         try:
             with open(args.markdown, "w", encoding="utf-8") as fh:
-                fh.write(report.to_markdown())
+                fh.write(outgoing_text(report.to_markdown()))
         except OSError as exc:
             print(f"rltui: error: --markdown {args.markdown}: cannot write: "
                   f"{exc.strerror or exc}", file=sys.stderr)

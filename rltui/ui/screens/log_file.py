@@ -15,6 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from rltui.logbook import LogBook, TaggedLine
+from rltui.scrub import printable
 from rltui.ui.messages import View
 from rltui.ui.widgets.log_buffer import MAX_BATCH
 from rltui.ui.widgets.log_facts import LogIndex, log_index, step_summary
@@ -92,7 +93,7 @@ class LogFileScreen(Screen):
         out = Text(no_wrap=True, overflow="ellipsis")
         out.append(f" {self.label} log ", style="bold reverse")
         if files:
-            out.append(f"  {files[0].path}")
+            out.append(f"  {printable(files[0].path)}")
             if len(files) > 1:
                 out.append(f" (+{len(files) - 1} more)", style=pal.dim)
             best = index.for_rank(self.rank) if self.rank is not None else files[0]

@@ -8,6 +8,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from rltui.scrub import outgoing_text, printable
+
 
 class TextScreen(Screen):
     DEFAULT_CSS = """
@@ -20,8 +22,9 @@ class TextScreen(Screen):
 
     def __init__(self, title: str, text: str, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.title_text = title
-        self.text = text
+        # a report made of outside strings (answers, errors, log lines): shown as outputs are
+        self.title_text = printable(title)
+        self.text = outgoing_text(text)
 
     def compose(self) -> ComposeResult:
         yield Static(self.title_text, classes="text-title", markup=False)

@@ -25,6 +25,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from rltui.redact import scrub_text
+from rltui.scrub import printable
 from rltui.ui.widgets.cells import Cell
 
 CellsOf = Callable[[str], Sequence[Cell]]
@@ -33,6 +35,18 @@ CellsOf = Callable[[str], Sequence[Cell]]
 @lru_cache(maxsize=256)
 def _style(text: str) -> Style:
     return Style.parse(text) if text else Style()
+
+
+def _shown(cell: Cell) -> Cell:
+    """A cell can hold an outside string (a command line, a script name, a thread name, a log
+    path): secrets hidden, escape sequences written out (they must not reach the terminal).
+    Once per row and change, when the row is cached; short cells are numbers and states."""
+    text = cell.text
+    shown = printable(scrub_text(text) if len(text) >= SCRUB_FROM else text)
+    return cell if shown == text else Cell(shown, cell.style)
+
+
+SCRUB_FROM = 8  # characters: shorter cells are numbers, states and short names
 
 
 def _fit(text: str, width: int, right: bool) -> str:
@@ -166,7 +180,7 @@ class FastTable(ScrollView, can_focus=True):
     def _row(self, key: str) -> Sequence[Cell]:
         cells = self._cache.get(key)
         if cells is None:
-            cells = self._cache[key] = self._cells_of(key)
+            cells = self._cache[key] = tuple(map(_shown, self._cells_of(key)))
         return cells
 
     def render_lines(self, crop: Region) -> list[Strip]:

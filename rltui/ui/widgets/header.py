@@ -12,6 +12,7 @@ from textual.widgets import Static
 
 from rltui.cluster.view import LOST
 from rltui.model import OK, SourceState
+from rltui.scrub import printable
 from rltui.ui.messages import View
 from rltui.ui.widgets.cells import age
 
@@ -61,7 +62,7 @@ class HeaderBar(Static):
             out.append(self._node_counts(view))
         else:
             out.append("  node ", style=pal.dim)
-            out.append(snap.host or "?", style="bold")
+            out.append(printable(snap.host or "?"), style="bold")
         out.append("  ")
         out.append(self._mode(view))
         if view.cluster is None:
@@ -81,7 +82,7 @@ class HeaderBar(Static):
             out.append(" waiting for the first readings", style=pal.dim)
         if snap.job:
             out.append("   job ", style=pal.dim)
-            out.append(snap.job)
+            out.append(printable(snap.job))
         return out
 
     @staticmethod

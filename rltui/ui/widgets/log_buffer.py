@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from rltui.logbook import TaggedLine
+from rltui.redact import scrub_text
+from rltui.scrub import printable
 from rltui.ui.widgets.log_facts import path_tag
 
 ERROR = 1
@@ -29,9 +31,6 @@ MAX_ENTRIES = 20_000  # as many as the LogBook keeps
 # rank dumping its environment) costs the UI thread a bounded few milliseconds.
 MAX_BATCH = 2_000
 
-# C0 controls (other than tab, expanded on the way in) would move the cursor of the terminal.
-_CONTROLS = {c: " " for c in range(32) if c != 9}
-_CONTROLS[127] = " "
 
 
 @dataclass(slots=True)
@@ -50,9 +49,11 @@ class Entry:
 
 
 def clean(text: str) -> str:
+    """A log line as the screen shows it: tabs expanded, other control characters written as
+    their escapes (``\\x1b``: a line's escape sequences must not reach the terminal)."""
     if "\t" in text:
         text = text.expandtabs(4)
-    return text.translate(_CONTROLS) if not text.isprintable() else text
+    return printable(text)
 
 
 class LogBuffer:
@@ -134,7 +135,7 @@ class LogBuffer:
             flags = ERROR if level == "error" else WARNING if level == "warning" else 0
             if line.cut:
                 flags |= CUT
-            text = line.text
+            text = scrub_text(line.text)  # a key the job echoes stays off screenshots
             if not text.isprintable():
                 text = clean(text)
             tag = tags.get(rank if rank is not None else path)

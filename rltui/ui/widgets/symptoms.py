@@ -17,6 +17,7 @@ from textual.widgets.option_list import Option
 
 from rltui.model import Symptom
 from rltui.rankset import compact
+from rltui.scrub import printable
 from rltui.ui.messages import View
 from rltui.ui.widgets.cells import set_title, age
 
@@ -103,7 +104,7 @@ class SymptomsPane(Vertical):
                 text.append(" └ ", style=pal.dim)
             text.append(f"{LABELS.get(s.severity, s.severity.upper())} ",
                         style=f"bold {pal.severity(s.severity)}")
-            text.append(title or s.title)
+            text.append(printable(title or s.title))
             options.append(Option(text, id=symptom_key(s) + f":{s.job}"))
         if not options:
             options.append(Option(Text("No symptoms: nothing rltui checks looks wrong.",
@@ -138,7 +139,7 @@ class SymptomsPane(Vertical):
         if s is not None:
             head = Text()
             head.append(f"{s.severity.upper()}  ", style=f"bold {pal.severity(s.severity)}")
-            head.append(s.title, style="bold")
+            head.append(printable(s.title), style="bold")
             meta = [f"id {s.id}"]
             if s.ranks:
                 meta.append(f"ranks {compact(s.ranks)}")
@@ -178,5 +179,5 @@ def _items(title: str, items: list[tuple[str, str]], style: str = "") -> Group:
     grid.add_column(no_wrap=True, justify="right")
     grid.add_column(ratio=1)
     for mark, text in items:
-        grid.add_row(Text(f" {mark}", style=style), Text(text, style=style))
+        grid.add_row(Text(f" {mark}", style=style), Text(printable(text), style=style))
     return Group(Text(title, style=f"bold {style}".strip()), grid)
