@@ -487,7 +487,7 @@ def _sum_up(dumps: tuple[ProcessDump, ...], command: str) -> tuple[str, str, str
     left stopped (someone else's stop: rltui never resumes it)."""
     status, message, remedy = _sum_up_dumps(dumps, command)
     left = [d.pid for d in dumps if LEFT_STOPPED in d.message]
-    if left and not (len(left) == 1 and LEFT_STOPPED in message):
+    if left:
         pids = ", ".join(map(str, left))
         said = f"pid {pids} {'is' if len(left) == 1 else 'are'} stopped, by whom unknown: " \
                f"rltui left {'it' if len(left) == 1 else 'them'} stopped"
