@@ -226,10 +226,12 @@ class StackSource:
         if closing:  # close() ran between our check and the spawn: it missed this child
             _kill(child)
         ours = False
+        cut = "raised"
         try:
             stdout, stderr, cut = _collect(child, start + self._settings.timeout)
         finally:
-            if blocking and not stopped_before and child.poll() is None:
+            # Only a py-spy that rltui is about to kill mid-dump can leave a stop behind.
+            if blocking and not stopped_before and cut and child.poll() is None:
                 ours = _stop_left_by(child, pid)
             _kill(child)
             rc = child.wait()
