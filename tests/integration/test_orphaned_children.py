@@ -4,8 +4,6 @@ live, and the diagnosis never says the training ended."""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 import time
