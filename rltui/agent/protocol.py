@@ -299,9 +299,13 @@ def _get(data: dict[str, Any], where: str, key: str, kind: type | tuple, *,
 
 def _time(data: dict[str, Any], where: str) -> float:
     t = _get(data, where, "t", (int, float), name="a number")
+    try:  # an integer of hundreds of digits overflows a float
+        t = float(t)
+    except OverflowError:
+        raise _Bad(f"{where}.t: not a finite number") from None
     if not math.isfinite(t):
         raise _Bad(f"{where}.t: not a finite number")
-    return float(t)
+    return t
 
 
 def _sources(value: Any, where: str) -> dict[str, float]:
@@ -311,7 +315,10 @@ def _sources(value: Any, where: str) -> dict[str, float]:
     for name, interval in value.items():
         if isinstance(interval, bool) or not isinstance(interval, (int, float)):
             raise _Bad(f"{where}.sources.{name}: expected a number, got {interval!r:.40}")
-        out[name] = float(interval)
+        try:
+            out[name] = float(interval)
+        except OverflowError:
+            raise _Bad(f"{where}.sources.{name}: not a finite number") from None
     return out
 
 

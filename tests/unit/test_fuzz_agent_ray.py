@@ -19,7 +19,7 @@ import json
 import os
 import time
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from rltui.agent import protocol
@@ -113,6 +113,11 @@ LINES = messages() | st.binary(max_size=300) | JSON.map(
 
 @FUZZ
 @given(LINES)
+# found by this test: an integer of 401 digits overflowed float() (OverflowError, not a
+# ProtocolError) in a message's time and in a hello's source intervals
+@example(b'{"v": 1, "type": "hello", "host": "n1", "t": 1' + b"0" * 400 + b"}")
+@example(b'{"v": 1, "type": "hello", "host": "n1", "t": 1, "agent": "a", "pid": 1, '
+         b'"sources": {"gpus": 1' + b"0" * 400 + b"}}")
 def test_the_agent_decoder_is_total_and_cheap(line):
     out = timed("protocol.decode", protocol.decode, line)
     assert isinstance(out, (ProtocolError, *protocol.Message.__args__)), out
