@@ -15,10 +15,12 @@ benchmark run (the counts and the slowest input are printed with ``-s``).
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import time
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -34,6 +36,9 @@ EXAMPLES = 10_000 if LONG else 100
 CPU_BOUND_S = 1.0  # per input of a few KiB: generous; a quadratic blow-up costs far more
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck),
                 database=None)
+
+# the long run takes minutes per test: past the suite's per-test timeout
+pytestmark = [pytest.mark.timeout(3600)] if LONG else []
 
 SLOWEST: dict[str, float] = {}
 COUNT: dict[str, int] = {}
@@ -180,6 +185,8 @@ def test_the_state_api_envelope_is_total_and_cheap(answer):
 @given(with_ids(NODE), with_ids(ACTOR), with_ids(WORKER), st.none() | summaries(),
        st.lists(ENVS, max_size=2))
 def test_the_state_api_readers_are_total_and_cheap(nodes, actors, workers, summary, envs):
+    # copies: Hypothesis may draw the same objects again, and they are changed below
+    nodes, actors, workers, summary = copy.deepcopy((nodes, actors, workers, summary))
     for node in nodes:
         if "node_id" in node and "state" not in node:
             node["state"] = "ALIVE"
