@@ -184,6 +184,13 @@ def test_the_state_api_envelope_is_total_and_cheap(answer):
 @FUZZ
 @given(with_ids(NODE), with_ids(ACTOR), with_ids(WORKER), st.none() | summaries(),
        st.lists(ENVS, max_size=2))
+# found by this test: a GPU's processesPids or a raylet's coreWorkersStats that is no list
+# (true, a number) was iterated (TypeError)
+@example([{"node_id": "n1", "state": "ALIVE"}], [], [],
+         [{"raylet": {"nodeId": "n1", "state": "ALIVE"},
+           "gpus": [{"index": 0, "processesPids": True}]}], [])
+@example([{"node_id": "n1", "state": "ALIVE"}], [], [],
+         [{"raylet": {"nodeId": "n1", "state": "ALIVE", "coreWorkersStats": 7}}], [])
 def test_the_state_api_readers_are_total_and_cheap(nodes, actors, workers, summary, envs):
     # copies: Hypothesis may draw the same objects again, and they are changed below
     nodes, actors, workers, summary = copy.deepcopy((nodes, actors, workers, summary))
