@@ -42,6 +42,17 @@ MAX_LINE = 8 << 20  # bytes of one line, the newline not counted; longer lines a
 MAX_TAIL_LINES = 10_000  # lines per file a tail request may ask for
 MAX_TAIL_BYTES = 4 << 20  # bytes of log text in one tail reply, all files together
 DEFAULT_TAIL_LINES = 200
+# What one reading may carry (docs/agent.md, "Limits"): a node has far fewer of each; the excess
+# of a broken or hostile agent is dropped on decoding, before it costs memory or CPU here, and
+# the drop is said (ReadingMessage.dropped, a problem of the stream).
+MAX_READING_PROCS = 4096  # processes in a procs reading
+MAX_READING_GPUS = 64  # GPUs in a gpus reading
+MAX_READING_PIDS = 4096  # foreign GPU pids in a gpus reading
+MAX_READING_DUMPS = 4096  # process dumps in a stacks reading
+MAX_READING_LOG_FILES = 512  # files in a logs reading (the log source follows as many)
+MAX_READING_LOG_LINES = 8192  # log lines in a logs reading, all files together
+MAX_READING_LOG_STEPS = 8192  # step records in a logs reading, all files together
+MAX_READING_LOG_EVENTS = 4096  # events in a logs reading, all files together
 DEFAULT_HEARTBEAT = 2.0
 OPS = ("dump", "tail", "stop")
 PREVIEW = 80  # characters of a bad line quoted in an error (scrubbed of secrets)
@@ -100,6 +111,7 @@ class ReadingMessage:
     host: str
     t: float
     reading: Reading
+    dropped: str = ""  # on decoding: what was over the limits of one reading (not sent)
 
     @property
     def source(self) -> str:
@@ -287,9 +299,13 @@ def _get(data: dict[str, Any], where: str, key: str, kind: type | tuple, *,
 
 def _time(data: dict[str, Any], where: str) -> float:
     t = _get(data, where, "t", (int, float), name="a number")
+    try:  # an integer of hundreds of digits overflows a float
+        t = float(t)
+    except OverflowError:
+        raise _Bad(f"{where}.t: not a finite number") from None
     if not math.isfinite(t):
         raise _Bad(f"{where}.t: not a finite number")
-    return float(t)
+    return t
 
 
 def _sources(value: Any, where: str) -> dict[str, float]:
@@ -299,8 +315,71 @@ def _sources(value: Any, where: str) -> dict[str, float]:
     for name, interval in value.items():
         if isinstance(interval, bool) or not isinstance(interval, (int, float)):
             raise _Bad(f"{where}.sources.{name}: expected a number, got {interval!r:.40}")
-        out[name] = float(interval)
+        try:
+            out[name] = float(interval)
+        except OverflowError:
+            raise _Bad(f"{where}.sources.{name}: not a finite number") from None
     return out
+
+
+def _cut(container: dict, key: str, limit: int) -> int:
+    """Shortens ``container[key]`` (a list) to ``limit`` items; the number dropped."""
+    items = container.get(key)
+    if type(items) is not list or len(items) <= limit:
+        return 0
+    container[key] = items[:limit]
+    return len(items) - limit
+
+
+def bound_reading(data: Any) -> tuple[Any, str]:
+    """The raw reading (JSON data) cut to what one reading may carry, and a note of what was
+    dropped ("" when nothing was). Shallow copies: the caller's data is not changed."""
+    if type(data) is not dict or type(data.get("payload")) is not dict:
+        return data, ""
+    payload = dict(data["payload"])
+    source = data.get("source")
+    dropped: list[str] = []
+
+    def cut(container: dict, key: str, limit: int, what: str) -> int:
+        n = _cut(container, key, limit)
+        if n:
+            dropped.append(f"{n} {what} over {limit}")
+        return n
+
+    if source == "procs":
+        cut(payload, "procs", MAX_READING_PROCS, "processes")
+    elif source == "gpus":
+        cut(payload, "gpus", MAX_READING_GPUS, "GPUs")
+        cut(payload, "foreign_pids", MAX_READING_PIDS, "foreign GPU pids")
+    elif source == "stacks":
+        cut(payload, "dumps", MAX_READING_DUMPS, "process dumps")
+    elif source == "logs":
+        cut(payload, "files", MAX_READING_LOG_FILES, "log files")
+        left = {"lines": MAX_READING_LOG_LINES, "steps": MAX_READING_LOG_STEPS,
+                "events": MAX_READING_LOG_EVENTS}
+        over = dict.fromkeys(left, 0)
+        files = payload.get("files")
+        if type(files) is list:
+            kept = []
+            for f in files:
+                if type(f) is dict:
+                    f = dict(f)
+                    for key in left:
+                        items = f.get(key)
+                        if type(items) is list:
+                            n = _cut(f, key, left[key])
+                            over[key] += n
+                            left[key] -= len(items) - n
+                kept.append(f)
+            payload["files"] = kept
+        limits = {"lines": MAX_READING_LOG_LINES, "steps": MAX_READING_LOG_STEPS,
+                  "events": MAX_READING_LOG_EVENTS}
+        dropped += [f"{n} log {key} over {limits[key]}" for key, n in over.items() if n]
+    if not dropped:
+        return data, ""
+    return (dict(data, payload=payload),
+            f"a {source} reading over the limits of one reading: dropped "
+            f"{', '.join(dropped)} (docs/agent.md, Limits)")
 
 
 def _message(data: dict[str, Any]) -> Message | ProtocolError:
@@ -309,8 +388,9 @@ def _message(data: dict[str, Any]) -> Message | ProtocolError:
     t = _time(data, kind)
     if kind == "reading":
         source = _get(data, kind, "source", str)
+        raw, dropped = bound_reading(data.get("reading"))
         try:
-            reading = reading_from_data(data.get("reading"), "reading.reading")
+            reading = reading_from_data(raw, "reading.reading")
         except (ValueError, TypeError, RecursionError) as exc:
             return ProtocolError(BAD_READING, f"a bad {source} reading: {exc}")
         if reading.source != source:
@@ -321,7 +401,7 @@ def _message(data: dict[str, Any]) -> Message | ProtocolError:
         if not math.isfinite(reading.timestamp):
             return ProtocolError(BAD_READING, f"a bad {source} reading: its timestamp is not "
                                               "a finite number")
-        return ReadingMessage(host, t, reading)
+        return ReadingMessage(host, t, reading, dropped)
     if kind == "heartbeat":
         return Heartbeat(host, t)
     if kind == "reply":

@@ -180,7 +180,34 @@ def merge(nodes: Sequence[NodeView], now: float, *, job: str = "",
     rows.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.host,
                              r.pid))
     return Merged(snapshot=merged, ranks=tuple(rows), duplicates=dups, pid_ranks=pid_ranks,
-                  dropped=dropped, notes=tuple(_notes(rows)))
+                  dropped=dropped, notes=tuple(_notes(rows) + _same_host_claims(claims)))
+
+
+MAX_LISTED_PIDS = 4
+MAX_CLAIM_NOTES = 8
+
+
+def _same_host_claims(claims: Mapping[int, list[tuple[str, int]]]) -> list[str]:
+    """A note per rank that several live processes of one host claim. Not a duplicate across
+    nodes (Ray worker groups each number from 0 on one node), but worth a look: two jobs on
+    the node, or an environment that lies."""
+    notes = []
+    for rank in sorted(claims):
+        by_host: dict[str, list[int]] = {}
+        for host, pid in claims[rank]:
+            by_host.setdefault(host, []).append(pid)
+        for host, pids in by_host.items():
+            if len(pids) > 1:
+                shown = ", ".join(map(str, sorted(pids)[:MAX_LISTED_PIDS]))
+                more = f" and {len(pids) - MAX_LISTED_PIDS} more" if len(
+                    pids) > MAX_LISTED_PIDS else ""
+                notes.append(f"{host}: {len(pids)} processes claim rank {rank} (pids {shown}"
+                             f"{more}): two jobs on one node, Ray worker groups, or a wrong "
+                             "environment")
+    if len(notes) > MAX_CLAIM_NOTES:  # a note a rank, up to a screenful
+        notes[MAX_CLAIM_NOTES - 1:] = [f"... and {len(notes) - MAX_CLAIM_NOTES + 1} more ranks "
+                                       "claimed by several processes of one host"]
+    return notes
 
 
 def _notes(rows: Sequence[ClusterRank]) -> list[str]:

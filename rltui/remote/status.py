@@ -19,7 +19,9 @@ STATES = (CONNECTING, LIVE, SLOW, LOST, CLOSED)
 @dataclass(frozen=True, slots=True)
 class Problem:
     """A line rejected or a note: ``kind`` is a ProtocolError kind, "unknown" (a newer
-    message type, ignored), "agent" (the agent's own error line), "reply" or "callback"."""
+    message type, ignored), "agent" (the agent's own error line), "reply", "callback",
+    "limit" (a reading over the limits of one reading, cut) or "clock" (the node's clock over
+    a day off: the stream is lost)."""
 
     at: float  # this machine's wall clock
     kind: str

@@ -29,13 +29,17 @@ from concurrent.futures import Future
 
 from rltui.agent import protocol
 from rltui.agent.protocol import (Bye, ErrorMessage, Heartbeat, Hello, Message, ProtocolError,
-                                  Reply, Request, Unknown)
+                                  ReadingMessage, Reply, Request, Unknown)
 from rltui.remote.pending import PendingRequests
 from rltui.remote.status import CLOSED, CONNECTING, LIVE, LOST, SLOW, Problem, StreamStatus
 from rltui.remote.timing import Backoff, SkewEstimator
 from rltui.remote.transports import (LOCAL, ExitReason, Launch, classify_exit,
                                      explain_spawn_error, last_line)
 
+# A node whose clock is further than this from ours cannot have its times placed (a skew of
+# 1e300 s is a broken or hostile agent): the stream is given up with that reason, permanently
+# (docs/multi-node.md, Clock skew).
+MAX_SKEW_S = 86_400.0
 STDERR_KEPT = 64 << 10  # bytes of an agent's stderr kept to explain its exit
 READ_SIZE = 1 << 16
 
@@ -328,6 +332,18 @@ class AgentStream:
                     f"messages (last: {msg.message})")
                 return False
             return True
+        if isinstance(msg, (Hello, Heartbeat)) and abs(now - msg.t) > MAX_SKEW_S:
+            self._fatal = ExitReason(
+                f"the node's clock is {_seconds(msg.t - now)} off this machine's (more than "
+                f"{MAX_SKEW_S / 3600:g} h): its times cannot be placed; fix its clock (NTP)",
+                permanent=True)
+            with self._lock:
+                self._problems.append(Problem(now, "clock", self._fatal.reason))
+            return False
+        if isinstance(msg, ReadingMessage):
+            with self._lock:
+                if msg.dropped:
+                    self._problems.append(Problem(now, "limit", msg.dropped))
         became_live = False
         with self._lock:
             self._window.append(False)
@@ -419,3 +435,8 @@ class AgentStream:
             status = self._status()
         self._done.set()
         self._tell_state(status)
+
+
+def _seconds(value: float) -> str:
+    """A signed duration short enough for one line, however large (1e300 s is '+1e+300 s')."""
+    return f"{value:+.3g} s"

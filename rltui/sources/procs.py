@@ -174,6 +174,10 @@ class ProcSource:
         self._recheck_s = recheck_s
         self._fd_recheck_s = fd_recheck_s
         self._entries: dict[int, _Entry] = {}
+        # Descendants once selected, followed for as long as they live: when the launcher given
+        # to --pid exits, its children are re-parented (to init or a subreaper) and are no
+        # longer anybody's children that we could look up, yet they are the job.
+        self._followed: dict[int, psutil.Process] = {}
         self._excluded = _self_and_ancestors()
 
     def close(self) -> None:
@@ -251,12 +255,21 @@ class ProcSource:
     def _by_pid(self, wanted: list[int], mono: float) -> list[_Entry]:
         pids = dict.fromkeys(p for p in wanted if p not in self._excluded)
         if self._children:
+            # psutil.Process.is_running compares the start time too: a followed PID reused by
+            # another process is dropped, never adopted.
+            self._followed = {p: proc for p, proc in self._followed.items()
+                              if p not in pids and _running(proc)}
+            pids.update(dict.fromkeys(self._followed))
             for pid in list(pids):
                 try:
-                    kids = psutil.Process(pid).children(recursive=True)
+                    kids = (self._followed.get(pid) or psutil.Process(pid)).children(
+                        recursive=True)
                 except psutil.Error:
                     continue
-                pids.update(dict.fromkeys(k.pid for k in kids if k.pid not in self._excluded))
+                for kid in kids:
+                    if kid.pid not in self._excluded and kid.pid not in wanted:
+                        pids.setdefault(kid.pid)
+                        self._followed.setdefault(kid.pid, kid)
         for pid in [p for p in self._entries if p not in pids]:
             del self._entries[pid]
         return [e for e in (self._entry(pid, mono, force_job=True) for pid in pids) if e]
@@ -404,6 +417,13 @@ def _classify_default(entry: _Entry, cmdline: tuple[str, ...], name: Callable[[]
             entry.denied = True
         elif "RANK" in env or "LOCAL_RANK" in env:
             entry.static = _static(entry.proc, cmdline, name(), env=env)
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running()
+    except psutil.Error:
+        return False
 
 
 def _cmdline(proc: psutil.Process) -> tuple[tuple[str, ...] | None, str]:

@@ -10,7 +10,8 @@ can be torn when a thread moves during the read. An on-demand round (``dump_now`
 pressed a key) leaves it out: py-spy stops the threads of one process for as long as it reads
 them, so each process comes back as one consistent cut. The pause is the dump itself and no
 longer: py-spy detaches when it is done, and when the per-process timeout kills it, the kernel
-detaches it (and a stop it left queued is undone with SIGCONT, see ``_resume_if_stopped``).
+detaches it (and a stop that py-spy itself left is undone with SIGCONT, see ``_stop_left_by``;
+a stop by anyone else is left alone and said in the dump's message).
 py-spy cannot read native frames without pausing, so ``--native`` goes to blocking
 rounds only.
 
@@ -75,6 +76,7 @@ TIMEOUT_REMEDY = ("A process with many threads, or a busy node, takes longer to 
                   "pyspy.timeout in the config.")
 CLOSING = "not dumped: stack dumps are shutting down"
 STOPPED = "stack dumps are stopped: the source is closed"
+LEFT_STOPPED = "the process is stopped, by whom unknown: rltui left it stopped"
 
 _DENIED = re.compile(r"permission denied|operation not permitted|ptrace", re.IGNORECASE)
 _CAUSE = re.compile(r"^\d+: (.+)$")
@@ -205,9 +207,10 @@ class StackSource:
         if target.is_zombie:  # the process source saw it exit; py-spy has nothing to read
             return done(EXITED, "the process had already exited")
         argv = [exe, *(str(pid) if a == "{pid}" else a for a in args)]
-        # A blocking py-spy stops the target while it reads. Killed at the wrong moment (just
-        # after attaching), the stop it queued can outlive it and leave the job stopped; note
-        # whether the job was stopped before, to undo only a stop this dump caused.
+        # A blocking py-spy pauses the target while it reads. One that attaches with
+        # PTRACE_ATTACH queues a SIGSTOP; killed before it collects that stop, it leaves the job
+        # stopped. Someone else (a debugger, a Slurm suspend) may stop the job during the dump as
+        # well, and the two stops look alike afterwards: see _resume_if_ours for the rule.
         blocking = "--nonblocking" not in args
         stopped_before = blocking and _stopped(pid)
         try:
@@ -222,34 +225,42 @@ class StackSource:
                 self._children.add(child)
         if closing:  # close() ran between our check and the spawn: it missed this child
             _kill(child)
+        ours = False
+        cut = "raised"
         try:
             stdout, stderr, cut = _collect(child, start + self._settings.timeout)
         finally:
+            # Only a py-spy that rltui is about to kill mid-dump can leave a stop behind.
+            if blocking and not stopped_before and cut and child.poll() is None:
+                ours = _stop_left_by(child, pid)
             _kill(child)
             rc = child.wait()
             child.stdout.close()
             child.stderr.close()
             with self._lock:
                 self._children.discard(child)
-            if blocking and rc != 0 and not stopped_before:
-                _resume_if_stopped(pid)
+            left = blocking and not _resume_if_ours(pid, ours) and _settled_stopped(pid)
+        note = f" ({LEFT_STOPPED})" if left else ""
         if cut == "timeout":
             return done(TIMEOUT, f"py-spy took longer than {self._settings.timeout:g} s and "
-                                 f"was stopped")
+                                 f"was stopped" + note)
         if cut == "overflow":
-            return done(ERROR, f"py-spy printed more than {MAX_OUTPUT / 2**20:g} MiB; not read")
+            return done(ERROR, f"py-spy printed more than {MAX_OUTPUT / 2**20:g} MiB; not read"
+                                + note)
         if rc == 0:
-            return _parsed(stdout, pid, done)
+            dump = _parsed(stdout, pid, done)
+            return replace(dump, message=(dump.message + note).strip()[:MAX_MESSAGE])
         if _gone(target):
             return done(EXITED, "the process exited during its dump")
         if self._closed:
             return done(ERROR, CLOSING)
         said = _summary(stderr)
         if _DENIED.search(said):
-            return done(DENIED, f"ptrace refused: {said}")
+            return done(DENIED, f"ptrace refused: {said}" + note)
         if rc < 0:
-            return done(ERROR, f"py-spy was killed by signal {-rc}")
-        return done(ERROR, f"py-spy failed: {said}" if said else f"py-spy exited with {rc}")
+            return done(ERROR, f"py-spy was killed by signal {-rc}" + note)
+        return done(ERROR, (f"py-spy failed: {said}" if said else f"py-spy exited with {rc}")
+                    + note)
 
 
 def _collect(child: subprocess.Popen, deadline: float) -> tuple[bytes, bytes, str]:
@@ -356,14 +367,113 @@ def _stopped(pid: int) -> bool:
     return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] == b"T"
 
 
-def _resume_if_stopped(pid: int) -> None:
-    """Undo a stop left behind by a py-spy that died mid-attach (the only signal rltui sends,
-    and only to a process its own dump stopped)."""
-    if _stopped(pid):
-        try:
-            os.kill(pid, signal.SIGCONT)
-        except OSError:
-            pass
+_STOP_SIGNALS = (1 << (signal.SIGSTOP - 1) | 1 << (signal.SIGTSTP - 1)
+                 | 1 << (signal.SIGTTIN - 1) | 1 << (signal.SIGTTOU - 1))
+
+
+def _tasks(pid: int) -> list[str]:
+    try:
+        return os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+
+
+def _task_status(pid: int, tid: str) -> dict[str, str]:
+    try:
+        with open(f"/proc/{pid}/task/{tid}/status", encoding="utf-8", errors="replace") as f:
+            return dict(line.split(":\t", 1) for line in f.read().splitlines() if ":\t" in line)
+    except OSError:
+        return {}
+
+
+def _task_stat(pid: int, tid: str) -> list[bytes]:
+    try:
+        with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return []
+    return stat[stat.rfind(b")") + 2:].split()  # the name may hold spaces and ')'
+
+
+def _stop_pending(pid: int) -> bool:
+    """A stop signal is queued to the process or to one of its threads: someone sent one."""
+    for tid in _tasks(pid) or [str(pid)]:
+        st = _task_status(pid, tid)
+        for key in ("ShdPnd", "SigPnd"):
+            try:
+                if int(st.get(key, "0").strip(), 16) & _STOP_SIGNALS:
+                    return True
+            except ValueError:
+                continue
+    return False
+
+
+def _stop_left_by(child: subprocess.Popen, pid: int) -> bool:
+    """Whether killing ``child`` (a blocking py-spy on ``pid``, still running) will leave the
+    job stopped by py-spy's own doing. py-spy is frozen first (our own child: the one process
+    rltui may stop), so that what is read here cannot change on py-spy's side before the kill.
+
+    Proof that the stop to come is py-spy's: a thread traced by this py-spy sits in a
+    signal-delivery stop of SIGSTOP that py-spy never collected (its PTRACE_ATTACH stop: the
+    kernel delivers it once the tracer dies). Proof against: a thread already in job-control
+    stop ("T"), or a stop signal queued to the process or a thread, is someone else's stop. A
+    py-spy that seizes (PTRACE_SEIZE, py-spy 0.3 on) never queues a SIGSTOP: its death resumes
+    the job by itself, so any stop seen afterwards is someone else's."""
+    try:
+        child.send_signal(signal.SIGSTOP)
+    except OSError:
+        return False
+    deadline = time.monotonic() + 1.0
+    while child.poll() is None and _state(_task_stat(child.pid, str(child.pid))) not in (
+            b"T", b"t", b"Z", b"") and time.monotonic() < deadline:
+        time.sleep(0.001)  # the kernel stops it within microseconds; a bounded wait on that
+    ours = False
+    for tid in _tasks(pid):
+        stat = _task_stat(pid, tid)
+        state = _state(stat)
+        if state == b"T":
+            return False
+        tracer = _task_status(pid, tid).get("TracerPid", "0").strip()
+        if state == b"t" and tracer == str(child.pid) and stat and stat[-1] == b"%d" % (
+                signal.SIGSTOP):
+            ours = True
+    return ours and not _stop_pending(pid)
+
+
+def _state(stat: list[bytes]) -> bytes:
+    return stat[0] if stat else b""
+
+
+def _resume_if_ours(pid: int, ours: bool) -> bool:
+    """SIGCONT, the only signal rltui sends to a job process, and only to a stop proven to be
+    its own py-spy's (``_stop_left_by``) that nobody else has joined since: a stop signal
+    queued now came from someone else after the look. Returns whether it resumed the job."""
+    if not ours:
+        return False
+    deadline = time.monotonic() + 1.0  # the freed thread takes its SIGSTOP within microseconds
+    while not _stopped(pid) and time.monotonic() < deadline:
+        time.sleep(0.001)
+    if not _stopped(pid) or _stop_pending(pid) or _traced(pid):
+        return False
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except OSError:
+        return False
+    return True
+
+
+def _settled_stopped(pid: int) -> bool:
+    """Whether the process is stopped once the stops under way have taken hold: after py-spy
+    dies, a stop signal queued meanwhile is taken by the freed threads within microseconds."""
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline and not _stopped(pid) and (
+            _stop_pending(pid) or any(_state(_task_stat(pid, t)) == b"T" for t in _tasks(pid))):
+        time.sleep(0.001)
+    return _stopped(pid)
+
+
+def _traced(pid: int) -> bool:
+    return _task_status(pid, str(pid)).get("TracerPid", "0").strip() not in ("0", "")
 
 
 def _kill(child: subprocess.Popen) -> None:
@@ -375,7 +485,19 @@ def _kill(child: subprocess.Popen) -> None:
 
 
 def _sum_up(dumps: tuple[ProcessDump, ...], command: str) -> tuple[str, str, str]:
-    """(status, message, remedy) of a round of at least one dump."""
+    """(status, message, remedy) of a round of at least one dump, saying which processes it
+    left stopped (someone else's stop: rltui never resumes it)."""
+    status, message, remedy = _sum_up_dumps(dumps, command)
+    left = [d.pid for d in dumps if LEFT_STOPPED in d.message]
+    if left:
+        pids = ", ".join(map(str, left))
+        said = f"pid {pids} {'is' if len(left) == 1 else 'are'} stopped, by whom unknown: " \
+               f"rltui left {'it' if len(left) == 1 else 'them'} stopped"
+        message = f"{message}; {said}" if message else said
+    return status, message, remedy
+
+
+def _sum_up_dumps(dumps: tuple[ProcessDump, ...], command: str) -> tuple[str, str, str]:
     counts = Counter(d.status for d in dumps)
     live = [d for d in dumps if d.status != EXITED]
     if live and all(d.status == DENIED for d in live):

@@ -316,3 +316,66 @@ def test_ptrace_refused_for_every_process_is_one_denied_state(spawn, tmp_path):
     for fix in ("sudo", "kernel.yama.ptrace_scope=0", "--cap-add SYS_PTRACE", "SYS_PTRACE"):
         assert fix in seen["remedy"]
 
+
+
+# -- someone else stops the job during a blocking dump ---------------------------------------------
+
+def stop_queued_or_taken(pid: int) -> bool:
+    status = Path(f"/proc/{pid}/status").read_text()
+    pending = int(status.split("ShdPnd:\t", 1)[1].split()[0], 16)
+    return bool(pending & (1 << (signal.SIGSTOP - 1))) or main_state(pid) == "T"
+
+
+@pytest.mark.parametrize("run", range(3))
+def test_a_stop_by_a_third_process_during_a_killed_dump_is_never_resumed(spawn, source, run):
+    """The issue's race: the job runs when the dump begins, a third process (kill -STOP, as a
+    debugger or a Slurm suspend would) stops it while py-spy holds it, and py-spy is killed at
+    the timeout. The stop is someone else's: rltui sends no SIGCONT and says the job is
+    stopped."""
+    target = spawn(threads=200)
+    stacks = source([ProcInfo(pid=target.pid, rank=0)], timeout=2.0)
+    result = []
+    poller = threading.Thread(target=lambda: result.append(stacks.dump_now()))
+    poller.start()
+
+    def spy() -> psutil.Process | None:
+        for child in psutil.Process().children():
+            try:
+                if str(target.pid) in child.cmdline():
+                    return child
+            except psutil.Error:
+                continue
+        return None
+
+    wait_for(lambda: spy() is not None, "py-spy to start")
+    py_spy = spy()
+    wait_for(lambda: main_state(target.pid) == "t", "py-spy to stop the target")
+    py_spy.send_signal(signal.SIGSTOP)  # py-spy now holds the target until the timeout
+    subprocess.run(["kill", "-STOP", str(target.pid)], check=True)  # the third process
+    wait_for(lambda: stop_queued_or_taken(target.pid), "the third process's stop")
+    poller.join(DEADLINE_S)
+    [reading] = result
+    assert reading.status == TIMEOUT
+    assert f"pid {target.pid} is stopped, by whom unknown: rltui left it stopped" in \
+        reading.message, (reading.message, target.stopped_tasks()[:5], main_state(target.pid))
+    wait_for(lambda: main_state(target.pid) == "T", "the third process's stop to take hold")
+    assert psutil.Process(target.pid).status() == psutil.STATUS_STOPPED  # no SIGCONT came
+    os.kill(target.pid, signal.SIGCONT)  # the third process's resume, for the cleanup
+
+
+def test_a_py_spy_killed_mid_dump_on_a_running_job_needs_no_signal(spawn, source):
+    """py-spy seizes (PTRACE_SEIZE): its death lets the job run by itself, so rltui has nothing
+    to resume and says nothing about a stop."""
+    target = spawn(threads=200)
+    stacks = source([ProcInfo(pid=target.pid, rank=0)], timeout=2.0)
+    result = []
+    poller = threading.Thread(target=lambda: result.append(stacks.dump_now()))
+    poller.start()
+    wait_for(lambda: main_state(target.pid) == "t", "py-spy to stop the target")
+    for child in psutil.Process().children():
+        if str(target.pid) in child.cmdline():
+            child.send_signal(signal.SIGSTOP)
+    poller.join(DEADLINE_S)
+    [reading] = result
+    assert reading.status == TIMEOUT and "stopped, by whom unknown" not in reading.message
+    wait_for(lambda: target.stopped_tasks() == [], "every thread of the target to run again")

@@ -446,6 +446,16 @@ def test_rank_and_timestamps_come_from_the_target_and_clock(tmp_path):
 # -- a stop left behind by a py-spy killed mid-attach --------------------------------------------
 
 STOP_THEN_HANG = "os.kill(pid, 19)\nwhile True:\n    time.sleep(1)\n"  # SIGSTOP, then never end
+# A py-spy that attaches with PTRACE_ATTACH (which queues a SIGSTOP to the target) and is killed
+# before it collects that stop: the kernel delivers the stop once the tracer is gone.
+ATTACH_THEN_HANG = """\
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.ptrace(16, pid, None, None) != 0:  # PTRACE_ATTACH
+    sys.exit(f"ptrace: errno {ctypes.get_errno()}")
+while True:
+    time.sleep(1)
+"""
 
 
 @pytest.fixture
@@ -457,10 +467,22 @@ def sleeper():
 
 
 def test_a_blocking_dump_killed_after_stopping_the_job_resumes_it(make, tmp_path, sleeper):
-    exe = fake(tmp_path, STOP_THEN_HANG)
+    exe = fake(tmp_path, ATTACH_THEN_HANG)
     reading = make(procs(sleeper), path=exe, timeout=0.5).dump_now()
     assert reading.status == TIMEOUT
-    assert psutil.Process(sleeper).status() != psutil.STATUS_STOPPED
+    assert "stopped, by whom unknown" not in reading.message
+    wait_for(lambda: psutil.Process(sleeper).status() != psutil.STATUS_STOPPED, "the resume")
+
+
+def test_a_stop_sent_by_another_process_during_the_dump_is_left_and_said(make, tmp_path,
+                                                                         sleeper):
+    """A process (here the fake py-spy itself, with kill(2)) that stops the job during the dump
+    is someone else: the job stays stopped and the reading says so."""
+    reading = make(procs(sleeper), path=fake(tmp_path, STOP_THEN_HANG), timeout=0.5).dump_now()
+    assert reading.status == TIMEOUT
+    assert f"pid {sleeper} is stopped, by whom unknown: rltui left it stopped" in reading.message
+    assert psutil.Process(sleeper).status() == psutil.STATUS_STOPPED
+    os.kill(sleeper, 18)
 
 
 def test_a_job_stopped_before_the_dump_is_left_as_it_was(make, tmp_path, sleeper):

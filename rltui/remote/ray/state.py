@@ -260,7 +260,8 @@ def _summaries(summary: Iterable[Any]) -> dict[str, dict]:
         if not node_id:
             continue
         running: dict[int, int] = {}
-        for stats in raylet.get("coreWorkersStats") or ():
+        stats_list = raylet.get("coreWorkersStats")
+        for stats in stats_list if isinstance(stats_list, list) else ():
             if not isinstance(stats, dict) or not isinstance(stats.get("pid"), int):
                 continue
             actor = _text(stats.get("actorId"))
@@ -281,7 +282,9 @@ def _gpu_processes(gpu: Mapping[str, Any]) -> list[dict]:
     procs = _field(gpu, "processesPids", "processes_pids")
     if isinstance(procs, dict):
         procs = list(procs.values())
-    return [p for p in procs or () if isinstance(p, dict) and isinstance(p.get("pid"), int)]
+    if not isinstance(procs, list):  # true, a number, a string: no list of processes
+        return []
+    return [p for p in procs if isinstance(p, dict) and isinstance(p.get("pid"), int)]
 
 
 def _gpu_of_pid(gpus: Sequence[Mapping[str, Any]]) -> dict[int, int]:
