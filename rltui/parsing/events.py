@@ -39,11 +39,11 @@ WRAP_CHARS = 8192  # and at most this many chars of it
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 # Ray prints "(Actor pid=N[, ip=...]) " before each line; torchrun "[rankN]:" or "[defaultN]:".
-_PREFIX = re.compile(r"(\((?:[\w.:-]+ )?pid=\d+(?:, ip=[^)]*)?\) )?(\[(?:rank|default)(\d+)\]:)?")
-_RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
-_AREAL_ELAPSED = re.compile(r"Training completes! Total time elapsed (\d+(?:\.\d+)?)")
-_TIME_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
-_TIME_AREAL = re.compile(r"(\d{4})(\d\d)(\d\d)-(\d\d):(\d\d):(\d\d)(?:\.(\d+))?")
+_PREFIX = re.compile(r"(\((?:[\w.:-]+ )?pid=\d{1,18}(?:, ip=[^)]*)?\) )?(\[(?:rank|default)(\d{1,18})\]:)?")
+_RAY_REPEAT = re.compile(r"[ \t]{0,64}\[repeated \d{1,18}x across cluster\]\s*$")
+_AREAL_ELAPSED = re.compile(r"Training completes! Total time elapsed (\d{1,18}(?:\.\d{1,12})?)")
+_TIME_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,18}))?")
+_TIME_AREAL = re.compile(r"(\d{4})(\d\d)(\d\d)-(\d\d):(\d\d):(\d\d)(?:\.(\d{1,18}))?")
 _FAILED = "Training failed with exception:"
 
 
