@@ -28,6 +28,7 @@ from rltui.model import LogEvent
 from rltui.parsing import distfail, noise, oom
 from rltui.parsing import tracebacks as tb
 
+CUSTOM_SCAN = 4096  # chars of a line a user's completion pattern sees (docs/configuration.md)
 MAX_LINE = 16384  # chars of one line looked at; a 1 MB garbage line costs no more than this
 MAX_SOURCES = 32  # writers with a pending multi-line event at once
 QUIET_LINES = 200  # lines of other writers after which a writer's pending event is closed
@@ -582,7 +583,7 @@ class EventReader:
                 self._nccl(text, body, line_no, arrival, rank, out):
             return
         for pattern, regex in self._custom:
-            m = regex.search(body)
+            m = regex.search(body[:CUSTOM_SCAN])  # a user's regex: bounded as in steps.py
             if m:
                 groups = [(k, v[:200]) for k, v in m.groupdict().items() if v is not None][:8]
                 fields = [("framework", "custom"), ("pattern", pattern), *groups]
