@@ -91,17 +91,53 @@ def load_settings(args: argparse.Namespace):
         raise UsageError(f"config error: {exc}") from None
 
 
+# Bounds on numbers given on the command line (docs/cli.md): NaN and infinity are never a
+# duration or a speed (``--duration nan`` never returned), a time is POSIX seconds before the
+# year 10000 (datetime's range), a pid at most the kernel's PID_MAX_LIMIT.
+MAX_SECONDS = 10**7  # --duration, --heartbeat: about 115 days
+MAX_SPEED = 10**6
+MAX_TIME = 253402300799.0
+MAX_PID = 1 << 22
+MAX_CONNECT_TIMEOUT = 3600
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """Every number of the command line finite and in its range, before any command runs."""
+    for name, flag, low, high in (("duration", "--duration", 0.0, MAX_SECONDS),
+                                  ("heartbeat", "--heartbeat", 0.0, MAX_SECONDS),
+                                  ("speed", "--speed", 0.0, MAX_SPEED)):
+        value = getattr(args, name, None)
+        if isinstance(value, float) and not low <= value <= high:  # NaN fails this too
+            if value != value or value in (float("inf"), float("-inf")):
+                raise UsageError(f"{flag} {value}: not a number of seconds" if flag != "--speed"
+                                 else f"{flag} {value}: not a speed")
+            if value > high:
+                raise UsageError(f"{flag} {value:g}: at most {high:g}")
+    timeout = getattr(args, "connect_timeout", None)
+    if isinstance(timeout, int) and not 0 < timeout <= MAX_CONNECT_TIMEOUT:
+        raise UsageError(f"--connect-timeout {timeout}: seconds from 1 to {MAX_CONNECT_TIMEOUT}")
+    for pid in getattr(args, "pid", None) or []:
+        if isinstance(pid, int) and not 0 < pid <= MAX_PID:
+            shown = str(pid) if len(str(pid)) <= 20 else f"{str(pid)[:20]}..."
+            raise UsageError(f"--pid {shown}: not a process id (1 to {MAX_PID})")
+
+
 def parse_now(text: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
-        pass
-    from datetime import datetime
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        raise UsageError(f"--now {text!r}: expected POSIX seconds or an ISO time such as "
-                         "2026-03-01T12:00:00") from None
+        value = None
+    if value is None:
+        from datetime import datetime
+        try:
+            value = datetime.fromisoformat(text).timestamp()
+        except (ValueError, OverflowError, OSError):
+            raise UsageError(f"--now {text[:60]!r}: expected POSIX seconds or an ISO time such as "
+                             "2026-03-01T12:00:00") from None
+    if not 0 <= value <= MAX_TIME:  # NaN fails this too
+        raise UsageError(f"--now {text[:60]!r}: not a time (POSIX seconds from 0 to "
+                         f"{MAX_TIME:.0f}, the end of the year 9999)")
+    return value
 
 
 def source_args(args: argparse.Namespace) -> tuple[str | None, list[int]]:
