@@ -167,6 +167,26 @@ def start_demo(scenario: str, ranks: int):
     return job
 
 
+def unreadable(glob: str) -> str | None:
+    """Why a --log path or glob cannot be read, when the reason is a permission: the file
+    itself, or the first folder on its way that may not be listed or entered; None otherwise.
+    ("matches no file" for a file in a folder rltui may not enter would send the user looking
+    for a typo.)"""
+    import glob as globs
+    import os
+    path = Path(glob).expanduser()
+    parts = path.parts
+    for i in range(1, len(parts)):  # a folder on the way first: then the file cannot be seen
+        folder = Path(*parts[:i])
+        if globs.has_magic(str(folder)):
+            return None
+        if os.path.isdir(folder) and not os.access(folder, os.R_OK | os.X_OK):
+            return f"{folder}: cannot be listed: permission denied"
+    if not globs.has_magic(str(path)) and os.path.isfile(path) and not os.access(path, os.R_OK):
+        return f"{path}: cannot be read: permission denied"
+    return None
+
+
 def log_globs(args: argparse.Namespace) -> list[str]:
     return list(getattr(args, "log", None) or [])
 
