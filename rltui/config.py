@@ -108,6 +108,10 @@ def parse(text: str, name: str = "<config>") -> Settings:
     if len(text) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{name}: {len(text):,} characters; a config file holds at most "
                           f"{MAX_CONFIG_BYTES:,}")
+    from rltui.parsing.jobconfig import MAX_FLOW_DEPTH, too_deep
+    if too_deep(text):
+        raise ConfigError(f"{name}: not valid YAML: nested too deeply (more than "
+                          f"{MAX_FLOW_DEPTH} levels)")
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except RecursionError:

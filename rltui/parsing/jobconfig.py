@@ -406,8 +406,29 @@ def deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict:
 
 # -- YAML ------------------------------------------------------------------------------------------
 
+# Flow collections ([...], {...}) nested deeper than this are refused before YAML reads them: the
+# parser recurses per level, and 20,000 levels took a second to end in RecursionError.
+MAX_FLOW_DEPTH = 100
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def too_deep(text: str, limit: int = MAX_FLOW_DEPTH) -> bool:
+    """Whether brackets nest deeper than ``limit`` anywhere in ``text`` (quotes not looked at:
+    no real config nests a hundred brackets, quoted or not)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    for m in _BRACKETS.finditer(text):
+        depth = depth + 1 if m.group() in "[{" else max(0, depth - 1)
+        if depth > limit:
+            return True
+    return False
+
+
 def parse_yaml_config(text: str, source: str) -> tuple[dict, list[str]]:
     """A config file's mapping; a bad file gives ({}, [problem naming the file and line])."""
+    if too_deep(text):
+        return {}, [f"{source}: nested too deeply to read (more than {MAX_FLOW_DEPTH} levels)"]
     try:
         data = yaml.safe_load(text)
     except yaml.reader.ReaderError as exc:
