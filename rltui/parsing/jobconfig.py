@@ -291,8 +291,8 @@ def _cast(name: str, value: Any) -> Any:
                 raise _BadValue(f"bool({value!r}) is not a boolean")
             return bool(value)
         return value if isinstance(value, str) else _to_text(value)
-    except (TypeError, ValueError) as exc:
-        raise _BadValue(f"{name}({value!r}): {exc}") from None
+    except (TypeError, ValueError, OverflowError) as exc:  # int(float("inf")) overflows
+        raise _BadValue(f"{name}({str(value)[:40]!r}): {exc}") from None
 
 
 def _to_text(value: Any) -> str:
@@ -307,7 +307,7 @@ def _primitive(text: str) -> Any:
     text = text.strip()
     if len(text) >= 2 and text[0] in "'\"" and text[-1] == text[0]:
         return _unquote(text)
-    if _INT_RE.match(text):
+    if _INT_RE.match(text) and len(text) <= 4000:  # past Python's int() digit limit: a string
         return int(text.replace("_", ""))
     if _FLOAT_RE.match(text):
         return float(text.replace("_", ""))
