@@ -52,8 +52,10 @@ _COMPANION = (
 
 
 def _int(value: str | None) -> int | None:
+    if value is None or len(value.lstrip("-")) > 18:  # no counter PyTorch prints is longer
+        return None
     try:
-        return int(value) if value is not None else None
+        return int(value)
     except ValueError:
         return None
 
