@@ -93,11 +93,11 @@ def load_settings(args: argparse.Namespace):
 
 # Bounds on numbers given on the command line (docs/cli.md): NaN and infinity are never a
 # duration or a speed (``--duration nan`` never returned), a time is POSIX seconds before the
-# year 10000 (datetime's range), a pid at most the kernel's PID_MAX_LIMIT.
+# year 10000 (datetime's range), a pid fits pid_t.
 MAX_SECONDS = 10**7  # --duration, --heartbeat: about 115 days
 MAX_SPEED = 10**6
 MAX_TIME = 253402300799.0
-MAX_PID = 1 << 22
+MAX_PID = (1 << 31) - 1  # pid_t: past it no pid anywhere (an absent smaller one: exit 4)
 MAX_CONNECT_TIMEOUT = 3600
 
 
@@ -114,8 +114,8 @@ def check_numbers(args: argparse.Namespace) -> None:
             if value > high:
                 raise UsageError(f"{flag} {value:g}: at most {high:g}")
     timeout = getattr(args, "connect_timeout", None)
-    if isinstance(timeout, int) and not 0 < timeout <= MAX_CONNECT_TIMEOUT:
-        raise UsageError(f"--connect-timeout {timeout}: seconds from 1 to {MAX_CONNECT_TIMEOUT}")
+    if isinstance(timeout, int) and timeout > MAX_CONNECT_TIMEOUT:  # <= 0: the command says
+        raise UsageError(f"--connect-timeout {timeout}: at most {MAX_CONNECT_TIMEOUT} seconds")
     for pid in getattr(args, "pid", None) or []:
         if isinstance(pid, int) and not 0 < pid <= MAX_PID:
             shown = str(pid) if len(str(pid)) <= 20 else f"{str(pid)[:20]}..."

@@ -26,7 +26,9 @@ _UNITS = {
 # the bound keeps int() under Python's digit limit and float() finite, and an unanchored search
 # over a long digit run tries at most 18 characters per position (linear, not quadratic). The
 # look-behind keeps a longer run from matching by its last digits.
-_SIZE = r"(?<![\d.])(\d{1,18}(?:\.\d{1,12})?) ?(bytes|[KMGT]i?B)"
+_INT = r"(\d{1,18})"
+_NUM = r"(\d{1,18}(?:\.\d{1,12})?)"
+_SIZE = r"(?<![\d.])" + _NUM + r" ?(bytes|[KMGT]i?B)"
 
 
 def size_to_bytes(number: str, unit: str) -> int:
@@ -64,7 +66,7 @@ def _size(regex: re.Pattern[str], text: str) -> int | None:
 # {F} free; [{X} allowed; ]{R} reserved in total by PyTorch)"; before that "{R} cached)".
 # Every clause is matched on its own so a version that drops or adds one still parses.
 _TRIED = re.compile(r"Tried to allocate " + _SIZE)
-_CUR_GPU = re.compile(r"GPU (\d{1,18}) has a total capac\w* of " + _SIZE + r" of which " + _SIZE + r" is free")
+_CUR_GPU = re.compile(r"GPU " + _INT + r" has a total capac\w* of " + _SIZE + r" of which " + _SIZE + r" is free")
 _CUR_CAP = re.compile(r"GPU (\d{1,18}) has a total capac\w* of " + _SIZE)  # a message cut after it
 _PROC = re.compile(r"Process (\d{1,18}) has " + _SIZE + r" memory in use")
 _THIS_PROC = re.compile(r"this process has " + _SIZE + r" memory in use")
@@ -155,7 +157,7 @@ def parse_cuda_oom(text: str) -> Fields | None:
 # the allocator recovers from by freeing its cache and retrying (pytorch/pytorch#193195), so it is
 # an OOM reading, not proof that the process died: ``warning`` True says so.
 ALLOC_WARNING = "memory allocation failed with OOM"
-_ALLOC = re.compile(r"memory allocation failed with OOM on device (\d{1,18}) while trying to allocate (\d{1,18}) bytes"
+_ALLOC = re.compile(r"memory allocation failed with OOM on device " + _INT + r" while trying to allocate " + _INT + r" bytes"
                     r"(?: \(free: (\d{1,18}), total: (\d{1,18})\))?")
 
 
@@ -233,8 +235,8 @@ def cuda_oom_summary(fields: dict) -> str:
 #   RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.
 #     [Current value: mem_fraction_static=0.8]
 _VLLM_FREE = re.compile(
-    r"Free memory on device ?([\w:]*) ?\((\d{1,18}(?:\.\d{1,12})?)/(\d{1,18}(?:\.\d{1,12})?) ([KMGT]i?B)\) on startup is "
-    r"less than desired GPU memory utilization \((\d{1,18}(?:\.\d{1,12})?), (\d{1,18}(?:\.\d{1,12})?) ([KMGT]i?B)\)")
+    r"Free memory on device ?([\w:]*) ?\(" + _NUM + r"/" + _NUM + r" ([KMGT]i?B)\) on startup is "
+    r"less than desired GPU memory utilization \(" + _NUM + r", " + _NUM + r" ([KMGT]i?B)\)")
 _VLLM_KV = re.compile(
     r"max seq len \((\d{1,18})\), \(?" + _SIZE + r" KV cache is needed, which is larger than the "
     r"available KV cache memory \(" + _SIZE + r"\)")
@@ -388,13 +390,13 @@ _RAY_DETAIL_MARKERS = RAY_START_MARKERS + (
 _RAY_LINE_PREFIX = re.compile(r"^\s*(?:\(raylet(?:, ip=[^)]*)?\)\s*)?")
 _RAY_ROW = re.compile(r"^\s*(\d{1,18})\s+(\d{1,18}(?:\.\d{1,12})?)\s+(\S.*)$")
 _RAY_NODE = re.compile(r"Memory on the node \(IP: ([^,)\s]+)(?:, ID: (\w+))?\)")
-_RAY_USAGE = re.compile(r"\bwas (\d{1,18}(?:\.\d{1,12})?) ?([KMGT]i?B) / (\d{1,18}(?:\.\d{1,12})?) ?([KMGT]i?B) "
-                        r"\((\d{1,18}(?:\.\d{1,12})?)\)(?:, which exceeds the memory usage threshold of "
+_RAY_USAGE = re.compile(r"\bwas " + _NUM + r" ?([KMGT]i?B) / " + _NUM + r" ?([KMGT]i?B) "
+                        r"\(" + _NUM + r"\)(?:, which exceeds the memory usage threshold of "
                         r"(\d{1,18}(?:\.\d{1,12})?))?")
-_RAY_TASK = re.compile(r"where the (?:task|lease|actor) \(\w+ ID: [^,]*, name=([^,]*), pid=(\d{1,18}), "
+_RAY_TASK = re.compile(r"where the (?:task|lease|actor) \(\w+ ID: [^,]*, name=([^,]*), pid=" + _INT + r", "
                        r"memory used=(\d{1,18}(?:\.\d{1,12})?) ?([KMGT]i?B)\)")
 _RAY_WORKER = re.compile(r"Ray killed this worker \(ID: (\w+)\)")
-_RAY_KILLED = re.compile(r"(?<!\d)(\d{1,18}) (?:Workers \(tasks / actors\) killed due to memory pressure|"
+_RAY_KILLED = re.compile(r"(?<!\d)" + _INT + r" (?:Workers \(tasks / actors\) killed due to memory pressure|"
                          r"worker\(s\) were killed due to the node running low on memory)")
 _RAY_SUMMARY_NODE = re.compile(r"at node \(ID: (\w+), IP: ([^)\s]+)\)")
 _RAY_FAILED_TASK = re.compile(r"Task (\S+) failed due to oom")
