@@ -71,6 +71,7 @@ AS_NOBODY = [
     ("oom --log {d}/secret.log", 2), ("oom --log {d}/locked/a.log", 2),
     ("oom --log {d}/locked/*.log", 2), ("stacks {d}/secret.log", 2),
     ("diagnose --stacks {d}/locked", 2),
+    ("diagnose --quick --log {d}/locked/a.log", 0), ("diagnose --quick --log {d}/locked/*.log", 0),
 ]
 
 # Run as nobody: the interpreter and rltui's modules load first (this Python's own folder may
@@ -105,7 +106,7 @@ def _check(out: subprocess.CompletedProcess, code: int) -> None:
     assert "Traceback" not in out.stderr, out.stderr[-2000:]
     assert out.returncode == code, (out.returncode, out.stderr[-500:])
     assert len(lines) == 1, out.stderr[-1000:]
-    assert lines[0].startswith("rltui"), lines[0]
+    assert lines[0].startswith("rltui"), lines[0]  # "rltui: error:", "rltui oom:", "rltui: warning:"
 
 
 @pytest.mark.parametrize("args, code", AS_ANYONE, ids=[a[:50] for a, _ in AS_ANYONE])
