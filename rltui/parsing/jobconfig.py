@@ -441,6 +441,8 @@ def parse_yaml_config(text: str, source: str) -> tuple[dict, list[str]]:
         return {}, [f"{source}{where}: not valid YAML: {problem}"]
     except RecursionError:
         return {}, [f"{source}: nested too deeply to read"]
+    except ValueError:  # an integer past Python's int() digit limit (PyYAML's own int())
+        return {}, [f"{source}: holds a number too long to read (over 4300 digits)"]
     if data is None:
         return {}, [f"{source}: empty config"]
     if not isinstance(data, dict):

@@ -107,3 +107,9 @@ def test_command_line_numbers_are_bounded(values, flag):
 def test_ordinary_command_line_numbers_pass():
     common.check_numbers(argparse.Namespace(duration=5.0, speed=2.0, heartbeat=1.0, pid=[1, 4242],
                                             connect_timeout=10))
+
+
+def test_a_job_config_with_a_5000_digit_integer_is_a_problem_not_a_crash():
+    from rltui.parsing import jobconfig
+    values, problems = jobconfig.parse_yaml_config(f"trainer:\n  seed: {BIG}\n", "job.yaml")
+    assert values == {} and "too long" in problems[0]
