@@ -21,6 +21,12 @@ from rltui.model import LOG_FORMATS
 THEMES = ("dark", "light", "colorblind")
 
 
+# Bounds on what a config file may hold (docs/configuration.md): a larger file is no settings
+# file (a 50 MB one took 49 s to reject), and no setting needs a number past 10**15.
+MAX_CONFIG_BYTES = 1 << 20
+MAX_NUMBER = 10**15
+
+
 class ConfigError(ValueError):
     """A bad config file; the message names the file, line and key."""
 
@@ -87,6 +93,9 @@ def load(path: Path | None = None) -> Settings:
     """Load settings; a missing file gives the defaults, a bad one raises ConfigError."""
     path = path or config_path()
     try:
+        if path.is_file() and path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{path}: {path.stat().st_size:,} bytes; a config file holds at "
+                              f"most {MAX_CONFIG_BYTES:,}")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return Settings()
@@ -96,8 +105,17 @@ def load(path: Path | None = None) -> Settings:
 
 
 def parse(text: str, name: str = "<config>") -> Settings:
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{name}: {len(text):,} characters; a config file holds at most "
+                          f"{MAX_CONFIG_BYTES:,}")
+    from rltui.parsing.jobconfig import MAX_FLOW_DEPTH, too_deep
+    if too_deep(text):
+        raise ConfigError(f"{name}: not valid YAML: nested too deeply (more than "
+                          f"{MAX_FLOW_DEPTH} levels)")
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError:
+        raise ConfigError(f"{name}: not valid YAML: nested too deeply") from None
     except yaml.reader.ReaderError as exc:
         # Bad characters carry a position, not a mark.
         line = text.count("\n", 0, exc.position) + 1
@@ -282,12 +300,20 @@ def _scalar(node: yaml.Node, want: type, name: str, key: str) -> Any:
     if not isinstance(node, yaml.ScalarNode):
         raise ConfigError(f"{name} line {line}: {key}: expected a {want.__name__}, got a "
                           f"{'list' if isinstance(node, yaml.SequenceNode) else 'mapping'}")
-    value = yaml.safe_load(node.value) if node.style is None else node.value
+    try:
+        value = yaml.safe_load(node.value) if node.style is None else node.value
+    except (ValueError, yaml.YAMLError, RecursionError):
+        # a 5000-digit integer passes Python's digit limit: no setting of ours anyway
+        raise ConfigError(f"{name} line {line}: {key}: expected a {want.__name__}, got "
+                          f"{node.value[:40]!r}{'...' if len(node.value) > 40 else ''}") from None
     if want is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if not isinstance(value, want) or (want is not bool and isinstance(value, bool)):
         raise ConfigError(f"{name} line {line}: {key}: expected a {want.__name__}, got "
                           f"{node.value!r}")
+    if want in (int, float) and value == value and abs(value) > MAX_NUMBER:
+        raise ConfigError(f"{name} line {line}: {key}: {node.value[:40]} is too large (at most "
+                          f"{MAX_NUMBER:.0e})")
     return value
 
 
@@ -301,6 +327,9 @@ def save_theme(theme: str, path: Path | None = None) -> Path:
         raise ValueError(f"unknown theme {theme!r}")
     path = path or config_path()
     try:
+        if path.is_file() and path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{path}: {path.stat().st_size:,} bytes; a config file holds at "
+                              f"most {MAX_CONFIG_BYTES:,}")
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         text = ""

@@ -13,7 +13,7 @@ from typing import Sequence
 
 from rltui.cli.common import (  # noqa: F401 - the public names of rltui.cli
     EXIT_FOUND, EXIT_NO_JOB, EXIT_OK, EXIT_USAGE, UsageError, add_config_option, add_host_options,
-    add_source_options, invocation, version)
+    add_source_options, check_numbers, invocation, version)
 from rltui.cli.diagnose import cmd_diagnose
 from rltui.cli.jobs import cmd_jobs
 from rltui.cli.oom import cmd_oom
@@ -208,6 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        check_numbers(args)
         _hosts_only_where_read(args)
         return COMMANDS[args.command](args)
     except UsageError as exc:

@@ -91,17 +91,53 @@ def load_settings(args: argparse.Namespace):
         raise UsageError(f"config error: {exc}") from None
 
 
+# Bounds on numbers given on the command line (docs/cli.md): NaN and infinity are never a
+# duration or a speed (``--duration nan`` never returned), a time is POSIX seconds before the
+# year 10000 (datetime's range), a pid fits pid_t.
+MAX_SECONDS = 10**7  # --duration, --heartbeat: about 115 days
+MAX_SPEED = 10**6
+MAX_TIME = 253402300799.0
+MAX_PID = (1 << 31) - 1  # pid_t: past it no pid anywhere (an absent smaller one: exit 4)
+MAX_CONNECT_TIMEOUT = 3600
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """Every number of the command line finite and in its range, before any command runs."""
+    for name, flag, low, high in (("duration", "--duration", 0.0, MAX_SECONDS),
+                                  ("heartbeat", "--heartbeat", 0.0, MAX_SECONDS),
+                                  ("speed", "--speed", 0.0, MAX_SPEED)):
+        value = getattr(args, name, None)
+        if isinstance(value, float) and not low <= value <= high:  # NaN fails this too
+            if value != value or value in (float("inf"), float("-inf")):
+                raise UsageError(f"{flag} {value}: not a number of seconds" if flag != "--speed"
+                                 else f"{flag} {value}: not a speed")
+            if value > high:
+                raise UsageError(f"{flag} {value:g}: at most {high:g}")
+    timeout = getattr(args, "connect_timeout", None)
+    if isinstance(timeout, int) and timeout > MAX_CONNECT_TIMEOUT:  # <= 0: the command says
+        raise UsageError(f"--connect-timeout {timeout}: at most {MAX_CONNECT_TIMEOUT} seconds")
+    for pid in getattr(args, "pid", None) or []:
+        if isinstance(pid, int) and not 0 < pid <= MAX_PID:
+            shown = str(pid) if len(str(pid)) <= 20 else f"{str(pid)[:20]}..."
+            raise UsageError(f"--pid {shown}: not a process id (1 to {MAX_PID})")
+
+
 def parse_now(text: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
-        pass
-    from datetime import datetime
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        raise UsageError(f"--now {text!r}: expected POSIX seconds or an ISO time such as "
-                         "2026-03-01T12:00:00") from None
+        value = None
+    if value is None:
+        from datetime import datetime
+        try:
+            value = datetime.fromisoformat(text).timestamp()
+        except (ValueError, OverflowError, OSError):
+            raise UsageError(f"--now {text[:60]!r}: expected POSIX seconds or an ISO time such as "
+                             "2026-03-01T12:00:00") from None
+    if not 0 <= value <= MAX_TIME:  # NaN fails this too
+        raise UsageError(f"--now {text[:60]!r}: not a time (POSIX seconds from 0 to "
+                         f"{MAX_TIME:.0f}, the end of the year 9999)")
+    return value
 
 
 def source_args(args: argparse.Namespace) -> tuple[str | None, list[int]]:
@@ -129,6 +165,26 @@ def start_demo(scenario: str, ranks: int):
         raise UsageError(str(exc)) from None
     job.start()
     return job
+
+
+def unreadable(glob: str) -> str | None:
+    """Why a --log path or glob cannot be read, when the reason is a permission: the file
+    itself, or the first folder on its way that may not be listed or entered; None otherwise.
+    ("matches no file" for a file in a folder rltui may not enter would send the user looking
+    for a typo.)"""
+    import glob as globs
+    import os
+    path = Path(glob).expanduser()
+    parts = path.parts
+    for i in range(1, len(parts)):  # a folder on the way first: then the file cannot be seen
+        folder = Path(*parts[:i])
+        if globs.has_magic(str(folder)):
+            return None
+        if os.path.isdir(folder) and not os.access(folder, os.R_OK | os.X_OK):
+            return f"{folder}: cannot be listed: permission denied"
+    if not globs.has_magic(str(path)) and os.path.isfile(path) and not os.access(path, os.R_OK):
+        return f"{path}: cannot be read: permission denied"
+    return None
 
 
 def log_globs(args: argparse.Namespace) -> list[str]:

@@ -13,7 +13,7 @@ import time
 from rltui.cli.common import (
     EXIT_FOUND, EXIT_NO_JOB, EXIT_OK, UsageError, invocation, job_option, live_or_demo_bundle,
     load_scenario, load_settings, log_globs, oom_of, parse_now, saved_stacks, say_no_job,
-    write_incident)
+    unreadable, write_incident)
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
@@ -46,6 +46,9 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         if args.duration < 0:
             raise UsageError("--duration must not be negative")
         now = parse_now(args.now) if args.now else None
+        for why in filter(None, map(unreadable, log_globs(args))):
+            # the diagnosis can only say "matches no file (yet)": say why, once, here
+            print(f"rltui: warning: --log {why}", file=sys.stderr)
         sampling = None
         from rltui.sources.bundle import offline_bundle, run_schedule
         offline = _offline(args)

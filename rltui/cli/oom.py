@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rltui.cli.common import (
     EXIT_FOUND, EXIT_NO_JOB, EXIT_OK, UsageError, job_option, live_or_demo_bundle, load_settings,
-    oom_of, say_no_job)
+    oom_of, say_no_job, unreadable)
 
 
 def cmd_oom(args: argparse.Namespace) -> int:
@@ -43,6 +43,10 @@ def cmd_oom(args: argparse.Namespace) -> int:
         return EXIT_NO_JOB
     oom = oom_of(monitor, snap, args.job_config, args.model_config)
     if oom is None:
+        denied = [why for why in map(unreadable, getattr(args, "log", None) or []) if why]
+        if denied:  # "no OOM found" would say the file was read
+            raise UsageError(f"--log {'; '.join(denied)}; run as the file's owner or make it "
+                             "readable")
         if snap.unmatched_logs and not snap.logs:
             raise UsageError("--log " + ", ".join(snap.unmatched_logs) + ": matches no file")
         where = ", ".join(getattr(args, "log", None) or []) or "the job's logs"

@@ -77,13 +77,22 @@ def cmd_record(args: argparse.Namespace) -> int:
     from rltui.sources.bundle import run_schedule
     from rltui.sources.record import Recorder
     out = Path(args.out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"{out}: exists and is not an empty folder")
+    try:
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise UsageError(f"{out}: exists and is not an empty folder")
+        out.mkdir(parents=True, exist_ok=True)  # before any job is touched: /proc/rec fails here
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot create the recording folder: "
+                         f"{exc.strerror or exc}") from None
     bundle = live_or_demo_bundle(args, settings)
     try:
-        bundle = bundle.recording(Recorder(out, host=bundle.host, job=bundle.job,
-                                           intervals=bundle.intervals(),
-                                           description=f"rltui record, {args.duration:g} s"))
+        try:
+            recorder = Recorder(out, host=bundle.host, job=bundle.job,
+                                intervals=bundle.intervals(),
+                                description=f"rltui record, {args.duration:g} s")
+        except OSError as exc:
+            raise UsageError(f"{out}: cannot write the recording: {exc.strerror or exc}") from None
+        bundle = bundle.recording(recorder)
         from rltui.scrub import outgoing_text
         print(outgoing_text(f"recording {bundle.job} to {out} for {args.duration:g} s "
                             "(Ctrl-C stops early)"), file=sys.stderr)

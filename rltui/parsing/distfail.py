@@ -34,24 +34,28 @@ Fields = list[tuple[str, str | int | float | None]]
 # -- NCCL watchdog ---------------------------------------------------------------------------------
 WATCHDOG_MARK = "Watchdog caught collective operation timeout"
 _WORK = re.compile(r"WorkNCCL\(((?:[^()]|\(ms\))*)\)")
-_PAIR = re.compile(r"(\w+(?:\(ms\))?)=([^,\s)]+)")
-_RAN_FOR = re.compile(r"ran for (\d+) milliseconds")
-_RANK_TAG = re.compile(r"Rank (\d+)\]")
-_PG_ID = re.compile(r"\[PG(?: ID)? (\d+) ")
+# Bounded runs: findall restarts at every character of a long word run, so an unbounded \w+ there
+# is quadratic; no field name or value PyTorch prints comes near these bounds.
+_PAIR = re.compile(r"(?<!\w)(\w{1,40}(?:\(ms\))?)=([^,\s)]{1,200})")
+_RAN_FOR = re.compile(r"ran for (\d{1,18}) milliseconds")
+_RANK_TAG = re.compile(r"Rank (\d{1,18})\]")
+_PG_ID = re.compile(r"\[PG(?: ID)? (\d{1,18}) ")
 _COMPANION = (
     # " ?": a hard wrap at "detected\nby watchdog" loses the space when the lines are joined.
-    re.compile(r"detected ?by watchdog at work sequence id: (\d+) PG status: last enqueued work: "
-               r"(-?\d+), last completed work: (-?\d+)"),
-    re.compile(r"detected ?by watchdog at work: (\d+), last enqueued NCCL work: (-?\d+), "
-               r"last completed NCCL work: (-?\d+)"),
-    re.compile(r"Timeout at NCCL work: (\d+), last enqueued NCCL work: (-?\d+), "
-               r"last completed NCCL work: (-?\d+)"),
+    re.compile(r"detected ?by watchdog at work sequence id: (\d{1,18}) PG status: last enqueued work: "
+               r"(-?\d{1,18}), last completed work: (-?\d{1,18})"),
+    re.compile(r"detected ?by watchdog at work: (\d{1,18}), last enqueued NCCL work: (-?\d{1,18}), "
+               r"last completed NCCL work: (-?\d{1,18})"),
+    re.compile(r"Timeout at NCCL work: (\d{1,18}), last enqueued NCCL work: (-?\d{1,18}), "
+               r"last completed NCCL work: (-?\d{1,18})"),
 )
 
 
 def _int(value: str | None) -> int | None:
+    if value is None or len(value.lstrip("-")) > 18:  # no counter PyTorch prints is longer
+        return None
     try:
-        return int(value) if value is not None else None
+        return int(value)
     except ValueError:
         return None
 
@@ -71,7 +75,7 @@ def parse_watchdog(text: str) -> Fields | None:
         return None
     work = _WORK.search(text, at)
     if work:
-        pairs = dict(_PAIR.findall(work.group(1)))
+        pairs = dict(_PAIR.findall(work.group(1)[:4096]))
     else:  # cut before its ")" (a log cut mid-line): read the pairs that were printed
         open_at = text.find("WorkNCCL(", at)
         pairs = dict(_PAIR.findall(text, open_at, open_at + 1000)) if open_at >= 0 else {}
@@ -148,8 +152,8 @@ def watchdog_summary(fields: dict) -> str:
 # 2.6+ logs only the second, at severity E, with "[PG ID 0 PG GUID 0(default_pg) Rank 2]".
 HEARTBEAT_MARK = "Heartbeat monitor timed out"
 STUCK_MARK = "watchdog got stuck for"
-_STUCK = re.compile(r"watchdog got stuck for (\d+) seconds")
-_WORK_ITEMS = re.compile(r"workMetaList_\.size\(\) ?= ?(\d+)")
+_STUCK = re.compile(r"watchdog got stuck for (\d{1,18}) seconds")
+_WORK_ITEMS = re.compile(r"workMetaList_\.size\(\) ?= ?(\d{1,18})")
 _GLOG_FATAL = re.compile(r"(?:^|\]:)\[F(?:\d| )")
 
 
@@ -199,7 +203,7 @@ def heartbeat_summary(fields: dict) -> str:
 #   torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9) ...   (2.1)
 #   E0325 20:57:27.620000 2606 .../elastic/multiprocessing/api.py:869] failed (exitcode: -9) ... (2.2+)
 AGENT_MARK = "failed (exitcode:"
-_AGENT = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)(?: of binary: ?(\S*))?")
+_AGENT = re.compile(r"failed \(exitcode: (-?\d{1,18})\) local_rank: (\d{1,18}) \(pid: (\d{1,18})\)(?: of binary: ?(\S*))?")
 
 
 def parse_agent_failure(text: str) -> Fields | None:
@@ -218,11 +222,11 @@ def parse_agent_failure(text: str) -> Fields | None:
 
 # -- torchrun ChildFailedError ---------------------------------------------------------------------
 CHILD_MARK = "ChildFailedError"
-_ENTRY = re.compile(r"^\[(\d+)\]:\s*$")
+_ENTRY = re.compile(r"^\[(\d{1,18})\]:\s*$")
 _KEY = re.compile(r"^\s+(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
-_RANK_VALUE = re.compile(r"(-?\d+)(?: \(local_rank: (-?\d+)\))?")
-_EXIT_VALUE = re.compile(r"(-?\d+)(?: \(pid: (\d+)\))?")
-_SIGNAL_MSG = re.compile(r"Signal (\d+) \((\w+)\) received by PID (\d+)")
+_RANK_VALUE = re.compile(r"(-?\d{1,18})(?!\d)(?: \(local_rank: (-?\d{1,18})\))?")
+_EXIT_VALUE = re.compile(r"(-?\d{1,18})(?!\d)(?: \(pid: (\d{1,18})\))?")
+_SIGNAL_MSG = re.compile(r"Signal (\d{1,18}) \((\w+)\) received by PID (\d{1,18})")
 _PY_EXC = re.compile(r"^\s*([A-Za-z_][\w.]*(?:\([\w.]*\))?): (.*)$")
 _CHILD_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[_ T](\d\d):(\d\d):(\d\d)")
 # Linux numbering: the report comes from the training node, not from where rltui runs.

@@ -28,6 +28,7 @@ from rltui.model import LogEvent
 from rltui.parsing import distfail, noise, oom
 from rltui.parsing import tracebacks as tb
 
+CUSTOM_SCAN = 4096  # chars of a line a user's completion pattern sees (docs/configuration.md)
 MAX_LINE = 16384  # chars of one line looked at; a 1 MB garbage line costs no more than this
 MAX_SOURCES = 32  # writers with a pending multi-line event at once
 QUIET_LINES = 200  # lines of other writers after which a writer's pending event is closed
@@ -39,11 +40,11 @@ WRAP_CHARS = 8192  # and at most this many chars of it
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 # Ray prints "(Actor pid=N[, ip=...]) " before each line; torchrun "[rankN]:" or "[defaultN]:".
-_PREFIX = re.compile(r"(\((?:[\w.:-]+ )?pid=\d+(?:, ip=[^)]*)?\) )?(\[(?:rank|default)(\d+)\]:)?")
-_RAY_REPEAT = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
-_AREAL_ELAPSED = re.compile(r"Training completes! Total time elapsed (\d+(?:\.\d+)?)")
-_TIME_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
-_TIME_AREAL = re.compile(r"(\d{4})(\d\d)(\d\d)-(\d\d):(\d\d):(\d\d)(?:\.(\d+))?")
+_PREFIX = re.compile(r"(\((?:[\w.:-]+ )?pid=\d{1,18}(?:, ip=[^)]*)?\) )?(\[(?:rank|default)(\d{1,18})\]:)?")
+_RAY_REPEAT = re.compile(r"[ \t]{0,64}\[repeated \d{1,18}x across cluster\]\s*$")
+_AREAL_ELAPSED = re.compile(r"Training completes! Total time elapsed (\d{1,18}(?:\.\d{1,12})?)")
+_TIME_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,18}))?")
+_TIME_AREAL = re.compile(r"(\d{4})(\d\d)(\d\d)-(\d\d):(\d\d):(\d\d)(?:\.(\d{1,18}))?")
 _FAILED = "Training failed with exception:"
 
 
@@ -582,7 +583,7 @@ class EventReader:
                 self._nccl(text, body, line_no, arrival, rank, out):
             return
         for pattern, regex in self._custom:
-            m = regex.search(body)
+            m = regex.search(body[:CUSTOM_SCAN])  # a user's regex: bounded as in steps.py
             if m:
                 groups = [(k, v[:200]) for k, v in m.groupdict().items() if v is not None][:8]
                 fields = [("framework", "custom"), ("pattern", pattern), *groups]

@@ -291,8 +291,8 @@ def _cast(name: str, value: Any) -> Any:
                 raise _BadValue(f"bool({value!r}) is not a boolean")
             return bool(value)
         return value if isinstance(value, str) else _to_text(value)
-    except (TypeError, ValueError) as exc:
-        raise _BadValue(f"{name}({value!r}): {exc}") from None
+    except (TypeError, ValueError, OverflowError) as exc:  # int(float("inf")) overflows
+        raise _BadValue(f"{name}({str(value)[:40]!r}): {exc}") from None
 
 
 def _to_text(value: Any) -> str:
@@ -307,7 +307,7 @@ def _primitive(text: str) -> Any:
     text = text.strip()
     if len(text) >= 2 and text[0] in "'\"" and text[-1] == text[0]:
         return _unquote(text)
-    if _INT_RE.match(text):
+    if _INT_RE.match(text) and len(text) <= 4000:  # past Python's int() digit limit: a string
         return int(text.replace("_", ""))
     if _FLOAT_RE.match(text):
         return float(text.replace("_", ""))
@@ -406,8 +406,29 @@ def deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict:
 
 # -- YAML ------------------------------------------------------------------------------------------
 
+# Flow collections ([...], {...}) nested deeper than this are refused before YAML reads them: the
+# parser recurses per level, and 20,000 levels took a second to end in RecursionError.
+MAX_FLOW_DEPTH = 100
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def too_deep(text: str, limit: int = MAX_FLOW_DEPTH) -> bool:
+    """Whether brackets nest deeper than ``limit`` anywhere in ``text`` (quotes not looked at:
+    no real config nests a hundred brackets, quoted or not)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    for m in _BRACKETS.finditer(text):
+        depth = depth + 1 if m.group() in "[{" else max(0, depth - 1)
+        if depth > limit:
+            return True
+    return False
+
+
 def parse_yaml_config(text: str, source: str) -> tuple[dict, list[str]]:
     """A config file's mapping; a bad file gives ({}, [problem naming the file and line])."""
+    if too_deep(text):
+        return {}, [f"{source}: nested too deeply to read (more than {MAX_FLOW_DEPTH} levels)"]
     try:
         data = yaml.safe_load(text)
     except yaml.reader.ReaderError as exc:
@@ -420,6 +441,8 @@ def parse_yaml_config(text: str, source: str) -> tuple[dict, list[str]]:
         return {}, [f"{source}{where}: not valid YAML: {problem}"]
     except RecursionError:
         return {}, [f"{source}: nested too deeply to read"]
+    except ValueError:  # an integer past Python's int() digit limit (PyYAML's own int())
+        return {}, [f"{source}: holds a number too long to read (over 4300 digits)"]
     if data is None:
         return {}, [f"{source}: empty config"]
     if not isinstance(data, dict):

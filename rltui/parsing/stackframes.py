@@ -101,6 +101,6 @@ def split_frame(line: str) -> tuple[str, str, int] | None:
         tail = line[at + 2:-1]
     name = line[4:at]
     file, colon, num = tail.rpartition(":")
-    if colon and num.isdigit():
-        return name, file, int(num)
+    if colon and num.isascii() and num.isdigit():  # "²" is a digit to isdigit, not to int()
+        return name, file, int(num) if len(num) <= 9 else 0  # no source file is that long
     return name, tail, 0

@@ -44,7 +44,7 @@ TRACEBACK_MARK = "Traceback (most recent call last)"
 _EXC = re.compile(r"([A-Za-z_][\w.]*)(\([\w.]*\))?(?::(?: ?(.*))?)?$")
 _EXC_SUFFIXES = ("Error", "Exception", "Interrupt", "Exit", "Warning", "Iteration", "Failed",
                  "Failure", "Timeout", "Abort", "Cancelled", "Fault", "Killed", "Group")
-_FRAME = re.compile(r'\s*File "([^"]*)", line (\d+)(?:, in (.*))?')
+_FRAME = re.compile(r'\s*File "([^"]*)", line (\d{1,18})(?:, in (.*))?')
 _CHAIN_MARKS = ("During handling of the above exception", "The above exception was the direct cause")
 # Multi-line exception messages that torch and NCCL print after the exception line.
 _CONTINUATIONS = ("CUDA kernel errors might be", "For debugging consider passing", "Compile with `TORCH_USE",

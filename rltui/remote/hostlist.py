@@ -32,8 +32,12 @@ from itertools import product
 MAX_HOSTS = 100_000
 
 _RANGE = re.compile(r"([0-9]+)(?:-([0-9]+))?")
+_NUMBERS = re.compile(r"([0-9]+)")
 _GROUP = re.compile(r"\[([^\]]*)\]")
-_TRAILING_DIGITS = re.compile(r"(.*?)([0-9]+)", re.S)
+# A number in a host name is at most this many digits: past it the name is kept as it is
+# (int() has a digit limit, and no real name numbers its nodes beyond a few digits).
+_MAX_DIGITS = 18
+_DIGITS = "0123456789"
 _HOST_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 _USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 _IPV6 = re.compile(r"[0-9A-Fa-f:.]+(%[A-Za-z0-9_.-]+)?")
@@ -134,6 +138,8 @@ def _parse_ranges(text: str, at: int, body: str) -> list[Range]:
             problem = ("empty range" if not piece
                        else f"{piece!r} is not a number or a range lo-hi")
             raise HostlistError(problem, text, at)
+        if max(len(m[1]), len(m[2] or "")) > _MAX_DIGITS:
+            raise HostlistError(f"a number in {piece!r} has more than {_MAX_DIGITS} digits", text, at)
         lo = int(m[1])
         hi = int(m[2]) if m[2] is not None else lo
         if hi < lo:
@@ -177,11 +183,15 @@ def compress(hosts: Iterable[str]) -> str:
     plain: set[str] = set()
     numbered: dict[str, list[str]] = {}
     for host in dict.fromkeys(hosts):
-        m = _TRAILING_DIGITS.fullmatch(host)
-        if m is None or any(c in host for c in "[],") or any(c.isspace() for c in host):
+        # str methods, not a regex: "(.*?)([0-9]+)" retries the digit run from every position
+        # of a long one (quadratic).
+        prefix = host.rstrip(_DIGITS)
+        digits = host[len(prefix):]
+        if not digits or len(digits) > _MAX_DIGITS or any(c in host for c in "[],") \
+                or any(c.isspace() for c in host):
             plain.add(host)
         else:
-            numbered.setdefault(m[1], []).append(m[2])
+            numbered.setdefault(prefix, []).append(digits)
     entries: list[Parts] = [[prefix, _ranges(digits), ""] for prefix, digits in numbered.items()]
     while True:
         merged = _merge_once(entries)
@@ -224,12 +234,17 @@ def _merge_once(entries: list[Parts]) -> list[Parts]:
     kept: list[Parts] = []
     for parts in entries:
         head = parts[0]
-        m = re.fullmatch(r"(.*?)([0-9]+)([^0-9]*)", head, re.S)
-        if m is None:
+        # head = prefix + number + middle (no digits in middle), split without a regex (see
+        # compress)
+        before = head.rstrip("".join(set(head) - set(_DIGITS)))
+        middle = head[len(before):]
+        prefix = before.rstrip(_DIGITS)
+        number = before[len(prefix):]
+        if not number or len(number) > _MAX_DIGITS:
             kept.append(parts)
             continue
-        key = (m[1], m[3], _render(["", *parts[1:]], force_brackets=True))
-        groups.setdefault(key, []).append((m[2], parts))
+        key = (prefix, middle, _render(["", *parts[1:]], force_brackets=True))
+        groups.setdefault(key, []).append((number, parts))
     for (prefix, middle, _), members in groups.items():
         if len(members) == 1:
             kept.append(members[0][1])
@@ -254,7 +269,10 @@ def _render(parts: Parts, force_brackets: bool = False) -> str:
 
 
 def _natural_key(name: str) -> list:
-    return [(0, int(p), p) if p.isdigit() else (1, 0, p) for p in re.split(r"([0-9]+)", name)]
+    # Numbers compare by value without int() (no digit limit): by length without leading zeros,
+    # then by digits.
+    return [(0, len(p.lstrip("0")), p.lstrip("0"), p) if p and p[0] in _DIGITS
+            else (1, 0, p, "") for p in _NUMBERS.split(name)]
 
 
 # --- --hosts values and hostfiles -----------------------------------------------------------

@@ -22,6 +22,12 @@ META_FILE = "scenario.json"
 READINGS_FILE = "readings.jsonl"
 
 
+# Bounds on a scenario's numbers: a reading's time stamp is POSIX seconds before the year 10000
+# (datetime's range; 1e300 crashed the replay), a source's interval at most a day.
+MAX_TIME = 253402300799.0
+MAX_INTERVAL = 86400.0
+
+
 class ScenarioError(ValueError):
     """A scenario folder that cannot be played; the message says why and where."""
 
@@ -53,8 +59,10 @@ class Scenario:
         sources = self.meta.get("sources") or {}
         out = {}
         for name, spec in sources.items():
-            if isinstance(spec, dict) and isinstance(spec.get("interval"), (int, float)):
-                out[name] = float(spec["interval"])
+            value = spec.get("interval") if isinstance(spec, dict) else None
+            if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                    and 0 < value <= MAX_INTERVAL:  # not NaN, inf, 1e300 or a huge int
+                out[name] = float(value)
         return out
 
 
@@ -69,6 +77,8 @@ def load(path: str | Path) -> Scenario:
         raise ScenarioError(f"{folder}: not a scenario folder ({META_FILE} is missing)") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ScenarioError(f"{meta_path}: unreadable: {exc}") from None
+    except RecursionError:
+        raise ScenarioError(f"{meta_path}: unreadable: JSON nested too deeply") from None
     if not isinstance(meta, dict):
         raise ScenarioError(f"{meta_path}: must hold a JSON object")
     version = meta.get("schema_version")
@@ -97,7 +107,13 @@ def _read_readings(path: Path) -> tuple[list[Reading], list[str]]:
             if not raw.strip():
                 continue
             try:
-                readings.append(reading_from_data(json.loads(raw), f"line {number}"))
+                reading = reading_from_data(json.loads(raw), f"line {number}")
+                if not 0 <= reading.timestamp <= MAX_TIME:  # NaN fails this too
+                    raise ValueError(f"time stamp {reading.timestamp!r} is not a time "
+                                     "(POSIX seconds up to the year 9999)")
+                readings.append(reading)
+            except RecursionError:
+                bad.append(f"line {number}: JSON nested too deeply")
             except (ValueError, UnicodeDecodeError) as exc:
                 # A recording cut by a crash ends in half a line; a damaged one has bad lines in
                 # the middle. Either way keep what is good and say what was skipped.
