@@ -238,19 +238,17 @@ def test_periodic_rounds_never_stop_the_job_on_demand_ones_do(spawn, source):
     assert target.stopped_tasks() == []
 
 
-def test_timeout_kills_py_spy_mid_dump_and_the_target_runs_on(spawn, source):
-    """py-spy is frozen while it holds the target's threads stopped, so the timeout kills it
-    mid-dump every time; the kernel must then let the target run again."""
-    target = spawn(threads=500)
-    stacks = source([ProcInfo(pid=target.pid, rank=0)], timeout=3.0)
-    result = []
+def dump_until_py_spy_holds(stacks, pid: int) -> tuple[threading.Thread, list, psutil.Process]:
+    """Start a blocking dump in a thread and return once its py-spy holds ``pid`` stopped:
+    the thread, the list its reading lands in, and the py-spy process."""
+    result: list = []
     poller = threading.Thread(target=lambda: result.append(stacks.dump_now()))
     poller.start()
 
     def spy() -> psutil.Process | None:
         for child in psutil.Process().children():
             try:
-                if str(target.pid) in child.cmdline():
+                if str(pid) in child.cmdline():
                     return child
             except psutil.Error:
                 continue
@@ -258,7 +256,16 @@ def test_timeout_kills_py_spy_mid_dump_and_the_target_runs_on(spawn, source):
 
     wait_for(lambda: spy() is not None, "py-spy to start")
     py_spy = spy()
-    wait_for(lambda: main_state(target.pid) == "t", "py-spy to stop the target")
+    wait_for(lambda: main_state(pid) == "t", "py-spy to stop the target")
+    return poller, result, py_spy
+
+
+def test_timeout_kills_py_spy_mid_dump_and_the_target_runs_on(spawn, source):
+    """py-spy is frozen while it holds the target's threads stopped, so the timeout kills it
+    mid-dump every time; the kernel must then let the target run again."""
+    target = spawn(threads=500)
+    stacks = source([ProcInfo(pid=target.pid, rank=0)], timeout=3.0)
+    poller, result, py_spy = dump_until_py_spy_holds(stacks, target.pid)
     py_spy.send_signal(signal.SIGSTOP)
     assert main_state(target.pid) == "t", "py-spy finished before it could be frozen"
     poller.join(DEADLINE_S)
@@ -334,22 +341,7 @@ def test_a_stop_by_a_third_process_during_a_killed_dump_is_never_resumed(spawn, 
     stopped."""
     target = spawn(threads=200)
     stacks = source([ProcInfo(pid=target.pid, rank=0)], timeout=2.0)
-    result = []
-    poller = threading.Thread(target=lambda: result.append(stacks.dump_now()))
-    poller.start()
-
-    def spy() -> psutil.Process | None:
-        for child in psutil.Process().children():
-            try:
-                if str(target.pid) in child.cmdline():
-                    return child
-            except psutil.Error:
-                continue
-        return None
-
-    wait_for(lambda: spy() is not None, "py-spy to start")
-    py_spy = spy()
-    wait_for(lambda: main_state(target.pid) == "t", "py-spy to stop the target")
+    poller, result, py_spy = dump_until_py_spy_holds(stacks, target.pid)
     py_spy.send_signal(signal.SIGSTOP)  # py-spy now holds the target until the timeout
     subprocess.run(["kill", "-STOP", str(target.pid)], check=True)  # the third process
     wait_for(lambda: stop_queued_or_taken(target.pid), "the third process's stop")
