@@ -59,12 +59,18 @@ class Bundle:
 
     # -- derived bundles (the sources and the close are shared) ---------------------------------
     def keeping(self, *names: str) -> Bundle:
-        """Only the sources of these names are polled (the others stay closed with it)."""
-        return replace(self, specs=tuple(s for s in self.specs if s.source.name in names))
+        """Only the sources of these names are polled; the others are still closed with it."""
+        return self._only(lambda s: s.source.name in names)
 
     def without_periodic_stacks(self) -> Bundle:
         """No periodic py-spy rounds (saved dumps are the stacks to read)."""
-        return replace(self, specs=tuple(s for s in self.specs if s.source is not self.stacks))
+        return self._only(lambda s: s.source is not self.stacks)
+
+    def _only(self, keep: Callable[[SourceSpec], bool]) -> Bundle:
+        kept = tuple(s for s in self.specs if keep(s))
+        dropped = tuple(s.source.close for s in self.specs
+                        if not keep(s) and s.source is not self.stacks)
+        return replace(self, specs=kept, closers=self.closers + dropped)
 
     def recording(self, recorder: Recorder) -> Bundle:
         """Every reading also goes to ``recorder`` (closed with the bundle)."""

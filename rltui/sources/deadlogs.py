@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from rltui import jobs as joblib
 from rltui.model import ProcInfo
 from rltui.parsing import logplaces
+from rltui.parsing.procinfo import ray_class
 
 RECHECK_S = 10.0
 MAX_PER_JOB = 64  # files found per job (a 1024-rank job's folder is not listed whole)
@@ -63,11 +64,12 @@ class DeadLogFinder:
         budget = [MAX_STATS]
         out: list[Found] = []
         everyone = list(procs) + list(departed)
+        live = {p.pid for p in procs if not p.is_zombie}
         for job in joblib.group(procs, departed):
             mine = set(job.members)
             members = [p for p in everyone if (p.host, p.pid) in mine]
             tie = next(iter(sorted({t for p in members for t in joblib.ties(p)})), "")
-            out += _of_job(members, job, tie, budget)[:MAX_PER_JOB]
+            out += _of_job(members, job, tie, budget, live)[:MAX_PER_JOB]
         self._found = out
         return out
 
@@ -82,7 +84,8 @@ def _exists(path: str, budget: list[int]) -> bool:
         return False
 
 
-def _of_job(members: list[ProcInfo], job, tie: str, budget: list[int]) -> list[Found]:
+def _of_job(members: list[ProcInfo], job, tie: str, budget: list[int],
+            live: set[int] | None = None) -> list[Found]:
     out: list[Found] = []
     seen: set[str] = set()
     ranked = [p for p in members if p.rank is not None]
@@ -133,25 +136,49 @@ def _of_job(members: list[ProcInfo], job, tie: str, budget: list[int]) -> list[F
                 for path, r in logplaces.rank_swapped(own, p.rank, missing):
                     add(path, r, f"beside rank {p.rank}'s log {os.path.basename(own)}")
     # Ray: the other workers' .err files of the same Ray job. A file names its worker's pid,
-    # not its rank: with one rank missing and one worker gone with something on its stderr,
-    # that file is the missing rank's (Ray 2.60 names them worker-<id>-<job>-<pid>.err)
-    alive = {p.pid for p in members if not p.is_zombie}
+    # not its rank: with one rank missing and one worker of the ranks' actor class gone (Ray
+    # writes ":actor_name:<Class>" at the top of an actor's logs), that file is the missing
+    # rank's (Ray 2.60 names them worker-<id>-<job>-<pid>.err). A task worker Ray reaped, or an
+    # actor of another class, is never taken for the rank.
+    alive = live if live is not None else {p.pid for p in members if not p.is_zombie}
+    classes = {ray_class(p.cmdline[0]) for p in ranked if p.cmdline and
+               p.cmdline[0].startswith("ray::")}
     for p in members:
         for own in (p.stdout_path, p.stderr_path):
             m = _RAY_WORKER.match(own or "")
             if not m:
                 continue
             pattern = os.path.join(glob.escape(m.group("dir")), f"worker-*-{m.group('job')}-*.err")
-            files = [f for f in sorted(glob.glob(pattern), key=_mtime, reverse=True)
+            workers = [(f, w) for f in glob.glob(pattern) if (w := _RAY_WORKER.match(f))]
+            gone = [f for f, w in workers if int(w.group("pid")) not in alive
+                    and _actor_class(f) in classes]
+            one = gone[0] if len(missing) == 1 and len(gone) == 1 else None
+            files = [f for f in sorted((f for f, _ in workers), key=_mtime, reverse=True)
                      [:MAX_PER_JOB] if _size(f)]
-            gone = [f for f in files if int(_RAY_WORKER.match(f).group("pid")) not in alive]
+            if one is not None and one not in files:
+                files.append(one)  # even when quiet or older than the newest ones
             for path in files:
-                rank = missing[0] if len(missing) == 1 and gone == [path] else None
+                rank = missing[0] if path == one else None
                 add(path, rank, f"in Ray's session logs of job {m.group('job')}"
-                    + (f" (the one worker gone, rank {rank} the one missing)"
-                       if rank is not None else ""))
+                    + (f" (the one {next(iter(classes))} worker gone, rank {rank} the one "
+                       "missing)" if rank is not None else ""))
             break
     return out
+
+
+def _actor_class(err_path: str) -> str | None:
+    """The actor class a Ray worker's log names (``:actor_name:Trainer``, in its .err or its
+    .out), read from the first few KB; None for a task worker or an unreadable file."""
+    from rltui.sources.safeopen import read_bytes
+    for path in (err_path, err_path[:-4] + ".out"):
+        try:
+            head = read_bytes(path, 4096).decode("utf-8", "replace")
+        except OSError:
+            continue
+        for line in head.splitlines():
+            if line.startswith(":actor_name:"):
+                return line[len(":actor_name:"):].strip().split(".")[0] or None
+    return None
 
 
 def _ranks_here(ranked: list[ProcInfo]) -> list[int]:

@@ -464,14 +464,28 @@ def orphaned_helpers(infos: list[ProcInfo]) -> set[int]:
     (same job tie: the rendezvous, else the run id, Slurm step or Ray job, as rltui.jobs ties
     them) share a live parent, and it started after all of them. Ranks re-parented together
     (their launcher died) have no such parent and are kept."""
-    by_tie: dict[str, list[ProcInfo]] = {}
+    # processes sharing any tie are one job (a verl rank 0 may show the Ray job but no
+    # rendezvous, its peers both): ties joined transitively, as rltui.jobs joins them
+    bucket_of: dict[str, int] = {}
+    buckets: dict[int, list[ProcInfo]] = {}
     for p in infos:
-        if p.rank is not None:
-            tokens = ties(p)
-            if tokens:
-                by_tie.setdefault(tokens[0], []).append(p)
+        tokens = ties(p) if p.rank is not None else []
+        if not tokens:
+            continue
+        found = sorted({bucket_of[t] for t in tokens if t in bucket_of})
+        home = found[0] if found else len(buckets)
+        members = buckets.setdefault(home, [])
+        for other in found[1:]:
+            for q in buckets.pop(other):
+                members.append(q)
+            for t, b in bucket_of.items():
+                if b == other:
+                    bucket_of[t] = home
+        members.append(p)
+        for t in tokens:
+            bucket_of[t] = home
     out: set[int] = set()
-    for ranked in by_tie.values():
+    for ranked in buckets.values():
         parented = [p for p in ranked if p.ppid not in (None, 0, 1)]
         parents = {p.ppid for p in parented}
         if len(parents) != 1 or len(parented) == len(ranked):

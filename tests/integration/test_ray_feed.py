@@ -474,12 +474,15 @@ class _Scripted(http.server.BaseHTTPRequestHandler):
         self.server.asked.append(self.path)
         self.server.auth.append(self.headers.get("Authorization"))
         path = self.path.split("?")[0]
-        token = self.server.token  # Ray's token authentication: 401 without the token
-        if token is not None and self.headers.get("Authorization") != f"Bearer {token}":
-            self.send_response(401)
-            self.send_header("Content-Length", "12")
+        token = self.server.token  # Ray's token authentication, with Ray's own answers
+        sent = self.headers.get("Authorization")
+        if token is not None and sent != f"Bearer {token}":
+            status, said = ((401, b"Unauthorized: Missing authentication token") if sent is None
+                            else (403, b"Forbidden: Invalid authentication token"))
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(said)))
             self.end_headers()
-            self.wfile.write(b"Unauthorized")
+            self.wfile.write(said)
             return
         if path == "/close":
             self.close_connection = True
@@ -770,6 +773,53 @@ def test_a_dashboard_without_authentication_never_sees_the_token(scripted, no_ra
     assert set(scripted.auth) == {None} and client.token_source is None
 
 
+def test_a_401_that_is_not_ray_s_never_gets_the_token(scripted, no_ray_token, monkeypatch):
+    """A mistyped address whose server answers 401 (another web app, a proxy) is not Ray's
+    token check: the token is not sent there."""
+    scripted.script["/api/v0/nodes"] = (401, "text/plain", "Unauthorized")
+    monkeypatch.setenv("RAY_AUTH_TOKEN", TOKEN)
+    client = DashboardClient(parse_address(f"127.0.0.1:{scripted.server_port}"), timeout=5)
+    with pytest.raises(DashboardError) as caught:
+        client.state_list("nodes")
+    assert set(scripted.auth) == {None} and "Not Ray's own token check" in caught.value.remedy
+
+
+def test_a_token_that_is_not_one_word_is_never_sent(scripted, no_ray_token, monkeypatch):
+    serve(scripted, "two_nodes")
+    scripted.token = TOKEN
+    monkeypatch.setenv("RAY_AUTH_TOKEN", "abc\nsecret-part")
+    client = DashboardClient(parse_address(f"127.0.0.1:{scripted.server_port}"), timeout=5)
+    with pytest.raises(DashboardError) as caught:
+        client.state_list("nodes")
+    error = caught.value
+    assert "not one word" in error.remedy and "secret-part" not in error.message + error.remedy
+    assert set(scripted.auth) == {None}
+
+
+def test_threads_that_raced_the_first_401_all_get_the_answer(scripted, no_ray_token,
+                                                             monkeypatch):
+    """Several threads ask at once before anyone has the token: each retries with it (none
+    reports the token as refused)."""
+    serve(scripted, "two_nodes")
+    scripted.token = TOKEN
+    monkeypatch.setenv("RAY_AUTH_TOKEN", TOKEN)
+    client = DashboardClient(parse_address(f"127.0.0.1:{scripted.server_port}"), timeout=5)
+    results, errors = [], []
+
+    def ask() -> None:
+        try:
+            results.append(len(client.state_list("nodes")[0]))
+        except DashboardError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors == [] and results == [2] * 8
+
+
 def test_the_token_file_in_the_home_folder_is_used(scripted, no_ray_token, tmp_path):
     serve(scripted, "two_nodes")
     scripted.token = TOKEN
@@ -780,12 +830,15 @@ def test_the_token_file_in_the_home_folder_is_used(scripted, no_ray_token, tmp_p
     assert client.token_source == str(tmp_path / ".ray" / "auth_token")
 
 
-@pytest.mark.parametrize("token, said", [
-    (None, "rltui found none: set RAY_AUTH_TOKEN"),
-    ("wrong-token-value", "The Ray auth token rltui sent (from RAY_AUTH_TOKEN) was refused"),
+@pytest.mark.parametrize("token, status, said", [
+    (None, 401, "rltui found none: set RAY_AUTH_TOKEN"),
+    # Ray answers a wrong token with 403 "Forbidden: Invalid authentication token"
+    ("wrong-token-value", 403,
+     "The Ray auth token rltui sent (from RAY_AUTH_TOKEN) was refused"),
 ])
 def test_no_token_or_a_wrong_one_says_what_to_do_and_never_shows_it(scripted, no_ray_token,
-                                                                    monkeypatch, token, said):
+                                                                    monkeypatch, token, status,
+                                                                    said):
     serve(scripted, "two_nodes")
     scripted.token = TOKEN
     if token:
@@ -794,7 +847,7 @@ def test_no_token_or_a_wrong_one_says_what_to_do_and_never_shows_it(scripted, no
     with pytest.raises(DashboardError) as caught:
         client.state_list("nodes")
     error = caught.value
-    assert error.status == 401 and said in error.remedy, error.remedy
+    assert error.status == status and said in error.remedy, error.remedy
     assert "wrong-token-value" not in error.message + error.remedy
 
 

@@ -98,7 +98,7 @@ def test_the_other_nodes_ranks_are_not_missing_here(tmp_path):
 
 def _ray_actor(pid: int, rank: int, world: int, logs) -> ProcInfo:
     err = logs / f"worker-{pid:x}aa-01000000-{pid}.err"
-    err.write_text("step:1\n")
+    err.write_text(":actor_name:Trainer\nstep:1\n")
     return ProcInfo(pid=pid, ppid=50, cmdline=("ray::Trainer.fit",), stderr_path=str(err),
                     rank=rank, local_rank=rank, world_size=world, local_world_size=world)
 
@@ -111,10 +111,35 @@ def test_the_one_ray_worker_gone_is_the_one_rank_missing(tmp_path):
     logs.mkdir(parents=True)
     live = [_ray_actor(100 + r, r, 3, logs) for r in (0, 1)]
     dead = logs / "worker-ff-01000000-102.err"
-    dead.write_text("Traceback (most recent call last):\nRuntimeError: boom\n")
+    dead.write_text(":actor_name:Trainer\nTraceback (most recent call last):\n"
+                    "RuntimeError: boom\n")
     found = {f.path: f for f in DeadLogFinder().find(live)}
     assert found[str(dead)].rank == 2
     assert "rank 2 the one missing" in found[str(dead)].found
+
+
+def test_a_reaped_task_worker_or_another_actor_is_not_the_missing_rank(tmp_path):
+    """The dead rank's own log is empty (the OOM killer gave it no time to write), while a
+    task worker of the same Ray job that Ray reaped, and an actor of another class, left
+    warnings: neither is taken for the missing rank."""
+    logs = tmp_path / "session_latest" / "logs"
+    logs.mkdir(parents=True)
+    live = [_ray_actor(100 + r, r, 3, logs) for r in (0, 1)]
+    (logs / "worker-aa-01000000-102.err").write_text(":actor_name:Trainer\n")  # the rank
+    (logs / "worker-bb-01000000-103.err").write_text(":task_name:load\nUserWarning: x\n")
+    (logs / "worker-cc-01000000-104.err").write_text(":actor_name:Rollout\nWarning\n")
+    found = {f.path: f for f in DeadLogFinder().find(live)}
+    assert found[str(logs / "worker-aa-01000000-102.err")].rank == 2  # even empty of errors
+    assert found[str(logs / "worker-bb-01000000-103.err")].rank is None
+    assert found[str(logs / "worker-cc-01000000-104.err")].rank is None
+
+
+def test_an_odd_file_name_under_the_glob_is_skipped(tmp_path):
+    logs = tmp_path / "session_latest" / "logs"
+    logs.mkdir(parents=True)
+    live = [_ray_actor(100, 0, 2, logs)]
+    (logs / "worker-x-y-01000000-zz.err").write_text("boom\n")  # matches the glob only
+    DeadLogFinder().find(live)  # no AttributeError
 
 
 def test_two_ray_workers_gone_name_no_rank(tmp_path):

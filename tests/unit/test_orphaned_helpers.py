@@ -49,3 +49,13 @@ def test_an_orphan_that_started_with_the_others_is_kept():
 def test_processes_with_no_tie_are_left_alone():
     procs = [rank(10, 0, 5, 100.0, ()), rank(11, 1, 5, 100.0, ()), rank(12, 2, 1, 110.0, ())]
     assert orphaned_helpers(procs) == set()
+
+
+def test_ranks_tied_by_different_tokens_are_one_job():
+    """Ranks may show different ties of one job (verl sets MASTER_ADDR in-process on rank 0
+    and passes it to the others): the orphan whose strongest tie is the rendezvous is still
+    the helper of the job its peers show only by the Ray job."""
+    both = RAY + MASTER
+    procs = [rank(10, 0, 5, 100.0, RAY), rank(11, 1, 5, 100.0, RAY),
+             rank(12, 2, 1, 110.0, both)]
+    assert orphaned_helpers(procs) == {12}

@@ -3,9 +3,10 @@ found the way Ray's own clients find it, and never shown.
 
 Precedence (Ray's documentation, "Token Authentication"): ``RAY_AUTH_TOKEN`` when set and not
 empty; else the file ``RAY_AUTH_TOKEN_PATH`` names; else ``~/.ray/auth_token``. The dashboard
-takes it as ``Authorization: Bearer <token>``. rltui sends it only to a dashboard that answered
-401 without it (a dashboard without authentication never sees it), and names where it came
-from, never the token itself.
+takes it as ``Authorization: Bearer <token>``. rltui sends it only after Ray's own token check
+asked for it (its 401 "Missing authentication token": a dashboard without authentication, or
+another server at a mistyped address, never sees it), and names where it came from, never the
+token itself. A token that is not one word of printable ASCII is not sent.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ def find_token(env: Mapping[str, str] | None = None, home: str | None = None
     env = os.environ if env is None else env
     value = (env.get("RAY_AUTH_TOKEN") or "").strip()
     if value:
+        if not _one_word(value):
+            return None, "RAY_AUTH_TOKEN is not one word of printable ASCII"
         return Token(value, "RAY_AUTH_TOKEN"), ""
     named = env.get("RAY_AUTH_TOKEN_PATH")
     path = named or os.path.join(home if home is not None else os.path.expanduser("~"),
@@ -46,6 +49,12 @@ def find_token(env: Mapping[str, str] | None = None, home: str | None = None
     if len(raw) > MAX_TOKEN_BYTES:
         return None, f"the token file {path} is over {MAX_TOKEN_BYTES} bytes: not a token"
     value = raw.decode("utf-8", "replace").strip()
-    if not value or any(c.isspace() or not c.isprintable() for c in value):
+    if not value or not _one_word(value):
         return None, f"the token file {path} holds no token"
     return Token(value, path), ""
+
+
+def _one_word(value: str) -> bool:
+    """What an HTTP header can carry whole: printable ASCII, no space (a newline inside would
+    make http.client raise with the whole header, token included, in its message)."""
+    return value.isascii() and all(c.isprintable() and not c.isspace() for c in value)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import threading
 import ssl
 import urllib.error
 import urllib.request
@@ -52,7 +53,12 @@ TIMEOUT_REMEDY = ("Is the head node up and reachable? A busy dashboard answers s
                   "timeout of each request with --connect-timeout S.")
 REDIRECT_REMEDY = ("rltui follows redirects only within the address given: give --ray the "
                    "dashboard's own address. A redirect to a login page is an authenticating "
-                   "proxy, which rltui cannot pass (it sends no credentials).")
+                   "proxy, which rltui cannot pass (the only credential it sends is Ray's own "
+                   "token, to a dashboard that asks for it).")
+# Ray's token middleware (ray/_private/authentication/http_token_authentication.py) answers a
+# request without a token with 401 and these words; only such a 401 gets the token, so a
+# mistyped address that happens to answer 401 (another web app, a proxy) never sees it.
+RAY_ASKS_FOR_TOKEN = "Missing authentication token"
 
 
 class DashboardError(Exception):
@@ -78,6 +84,7 @@ class DashboardClient:
         self._headers = {"User-Agent": f"rltui/{__version__}", "Accept": "application/json"}
         self.token_source: str | None = None  # where the token sent came from, once one is
         self._no_token = ""  # why none could be sent, after a 401
+        self._token_lock = threading.Lock()  # the client is shared by the feed's threads
 
     # -- raw
 
@@ -88,24 +95,30 @@ class DashboardClient:
         query = urlencode(list(params.items()) if isinstance(params, Mapping) else list(params))
         url = f"{self.address.url}{path}" + (f"?{query}" if query else "")
         wait = self.timeout if timeout is None else max(0.1, timeout)
-        answer = self._get(url, path, wait)
-        if answer[0] == 401 and self.token_source is None and self._take_token():
-            answer = self._get(url, path, wait)
+        headers = self._headers  # read once: another thread may add the token meanwhile
+        answer = self._get(url, path, wait, headers)
+        if answer[0] == 401 and "Authorization" not in headers \
+                and RAY_ASKS_FOR_TOKEN in answer[2] and self._take_token():
+            answer = self._get(url, path, wait, self._headers)
         return answer
 
     def _take_token(self) -> bool:
-        """Find Ray's token after a 401; True when one was found (and is sent from now on)."""
-        from rltui.remote.ray.auth import find_token
-        token, why = find_token()
-        if token is None:
-            self._no_token = why
-            return False
-        self._headers = dict(self._headers, Authorization=f"Bearer {token.value}")
-        self.token_source = token.source
-        return True
+        """Find Ray's token after Ray asked for it (once for all threads); True when one is
+        known (and sent from now on)."""
+        with self._token_lock:
+            if self.token_source is not None:
+                return True  # another thread found it first
+            from rltui.remote.ray.auth import find_token
+            token, why = find_token()
+            if token is None:
+                self._no_token = why
+                return False
+            self._headers = dict(self._headers, Authorization=f"Bearer {token.value}")
+            self.token_source = token.source
+            return True
 
-    def _get(self, url: str, path: str, wait: float) -> tuple[int, str, str]:
-        request = urllib.request.Request(url, headers=self._headers)
+    def _get(self, url: str, path: str, wait: float, headers: dict) -> tuple[int, str, str]:
+        request = urllib.request.Request(url, headers=headers)
         try:
             with self._opener.open(request, timeout=wait) as answer:
                 return answer.status, answer.headers.get_content_type(), _body(answer, path)
@@ -116,6 +129,11 @@ class DashboardClient:
             raise self._transport(exc.reason, wait) from None
         except (http.client.HTTPException, OSError) as exc:
             raise self._transport(exc, wait) from None
+        except ValueError:  # a header http.client refuses: never quote it (it holds the token)
+            raise DashboardError(HTTP, f"the request to {self.address.label} could not be sent: "
+                                       "a header value is not valid",
+                                 "Check RAY_AUTH_TOKEN: a token is one word of printable "
+                                 "ASCII.") from None
 
     def _transport(self, cause: object, wait: float) -> DashboardError:
         where = self.address.label
@@ -160,7 +178,7 @@ class DashboardClient:
             raise DashboardError(HTTP, f"the Ray dashboard at {self.address.label} refuses "
                                        f"rltui (HTTP {status} on {path}): "
                                        f"{_envelope_msg(body) or _quote(body)}",
-                                 self._refusal_remedy(), status)
+                                 self._refusal_remedy(status, body), status)
         if status != 200:
             # The state API says what went wrong in its envelope's "msg", with 4xx and 5xx.
             said = _envelope_msg(body) or _quote(body)
@@ -179,8 +197,12 @@ class DashboardClient:
                                            "nested too deeply to read: not a Ray dashboard's "
                                            "answer", NEEDS_DASHBOARD, status) from None
 
-    def _refusal_remedy(self) -> str:
+    def _refusal_remedy(self, status: int, body: str) -> str:
         from rltui.remote.ray.auth import WHERE_TO_PUT_IT
+        if self.token_source is None and RAY_ASKS_FOR_TOKEN not in body:
+            return ("Not Ray's own token check: an authenticating proxy or another web server "
+                    "answers there, which rltui cannot pass; give --ray the dashboard's own "
+                    "address (rltui sends Ray's token only when Ray asks for it).")
         if self.token_source is not None:
             return (f"The Ray auth token rltui sent (from {self.token_source}) was refused: "
                     "it is not this cluster's token; " + WHERE_TO_PUT_IT + ".")
