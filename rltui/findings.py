@@ -3,8 +3,9 @@ plain report and the incident report of ``rltui diagnose`` on this node and acro
 (each used to assemble its own). Pure: the OOM triage and the config doctor, which read files,
 are handed in already made (rltui.sources.oominputs).
 
-Every document leaves through ``rltui.scrub`` here: secrets hidden in every string (thread
-names, command lines, log lines, event texts), and control characters escaped in the text.
+The diagnose document and the plain report leave through ``rltui.scrub`` here: secrets hidden
+in every string (thread names, command lines, log lines, event texts), and control characters
+escaped in the text; the incident report through ``incident.write_report``.
 """
 
 from __future__ import annotations
@@ -78,11 +79,12 @@ def incident_document(f: Findings, log_tails: Mapping[str, Sequence[str]],
                       commands: Sequence[str],
                       generated_at: float | None = None) -> dict[str, Any]:
     """The incident report's JSON (incident.md is made from it); ``generated_at`` defaults to
-    the snapshot's time."""
+    the snapshot's time. Not scrubbed here: it leaves only through ``incident.write_report``,
+    which scrubs it on the way out (once)."""
     doc = incident.build(incident.ReportInputs(
         snapshot=f.snapshot, diagnosis=f.diagnosis, stacks=f.stacks, log_tails=log_tails,
         commands=list(commands), mode=f.mode, generated_at=generated_at))
     if f.cluster is not None:
         from rltui.remote.cluster_report import nodes_json
         doc["nodes"] = nodes_json(f.cluster)
-    return scrub(doc)
+    return doc

@@ -33,6 +33,7 @@ from rltui.parsing.procinfo import ray_class
 RECHECK_S = 10.0
 MAX_PER_JOB = 64  # files found per job (a 1024-rank job's folder is not listed whole)
 MAX_STATS = 512  # existence checks per look, all jobs together
+MAX_ACTORS_KNOWN = 4096  # Ray worker logs whose actor class is remembered
 _RAY_WORKER = re.compile(
     r"^(?P<dir>.*/logs)/worker-[0-9a-f]+-(?P<job>[0-9a-f]+)-(?P<pid>\d+)\.(?:out|err)$")
 
@@ -53,6 +54,8 @@ class DeadLogFinder:
         self._last: float | None = None
         self._key: tuple = ()
         self._found: list[Found] = []
+        # a Ray worker log's actor class never changes: read once per file, not every look
+        self._actors: dict[str, str | None] = {}
 
     def find(self, procs: Sequence[ProcInfo], departed: Sequence[ProcInfo] = ()) -> list[Found]:
         """The logs of the jobs of ``procs`` (live) and ``departed`` (as last seen)."""
@@ -69,7 +72,9 @@ class DeadLogFinder:
             mine = set(job.members)
             members = [p for p in everyone if (p.host, p.pid) in mine]
             tie = next(iter(sorted({t for p in members for t in joblib.ties(p)})), "")
-            out += _of_job(members, job, tie, budget, live)[:MAX_PER_JOB]
+            out += _of_job(members, job, tie, budget, live, self._actors)[:MAX_PER_JOB]
+        if len(self._actors) > MAX_ACTORS_KNOWN:
+            self._actors.clear()
         self._found = out
         return out
 
@@ -85,7 +90,8 @@ def _exists(path: str, budget: list[int]) -> bool:
 
 
 def _of_job(members: list[ProcInfo], job, tie: str, budget: list[int],
-            live: set[int] | None = None) -> list[Found]:
+            live: set[int] | None = None,
+            actors: dict[str, str | None] | None = None) -> list[Found]:
     out: list[Found] = []
     seen: set[str] = set()
     ranked = [p for p in members if p.rank is not None]
@@ -150,8 +156,10 @@ def _of_job(members: list[ProcInfo], job, tie: str, budget: list[int],
                 continue
             pattern = os.path.join(glob.escape(m.group("dir")), f"worker-*-{m.group('job')}-*.err")
             workers = [(f, w) for f in glob.glob(pattern) if (w := _RAY_WORKER.match(f))]
+            known = {} if actors is None else actors
             gone = [f for f, w in workers if int(w.group("pid")) not in alive
-                    and _actor_class(f) in classes]
+                    and (known[f] if f in known else
+                         known.setdefault(f, _actor_class(f))) in classes]
             one = gone[0] if len(missing) == 1 and len(gone) == 1 else None
             files = [f for f in sorted((f for f, _ in workers), key=_mtime, reverse=True)
                      [:MAX_PER_JOB] if _size(f)]

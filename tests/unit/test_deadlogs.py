@@ -150,3 +150,22 @@ def test_two_ray_workers_gone_name_no_rank(tmp_path):
         (logs / f"worker-ff-01000000-{pid}.err").write_text("Traceback\n")
     found = DeadLogFinder().find(live)
     assert {f.rank for f in found if "-10" in f.path and "ff-" in f.path} == {None}
+
+
+def test_a_dead_worker_s_actor_class_is_read_once(tmp_path, monkeypatch):
+    """A dead Ray worker's log never changes: its actor class is read on the first look only,
+    not again every recheck."""
+    from rltui.sources import deadlogs
+    logs = tmp_path / "session_latest" / "logs"
+    logs.mkdir(parents=True)
+    live = [_ray_actor(100 + r, r, 3, logs) for r in (0, 1)]
+    (logs / "worker-ff-01000000-102.err").write_text(":actor_name:Trainer\nboom\n")
+    reads = []
+    real = deadlogs._actor_class
+    monkeypatch.setattr(deadlogs, "_actor_class", lambda p: reads.append(p) or real(p))
+    clock = [0.0]
+    finder = DeadLogFinder(recheck_s=10.0, clock=lambda: clock[0])
+    for look in range(3):
+        clock[0] = look * 11.0
+        assert {f.rank for f in finder.find(live) if f.path.endswith("-102.err")} == {2}
+    assert reads == [str(logs / "worker-ff-01000000-102.err")]
