@@ -450,19 +450,41 @@ def partition(snap: NodeSnapshot, lens: Lens | None = None, adopt: str | None = 
         for i, part in enumerate(lens.split(poll, jobs, by_pid, n)):
             if part is not None:
                 rounds[i].append(part)
+    fr = _flight_recorder_by_job(snap, by_pid, n, 0 if sole else nobody)
     out: list[tuple[Job | None, NodeSnapshot]] = []
     for i, job in enumerate(jobs):
         gone = departed[i] + missing_from_world(procs[i], snap.timestamp,
                                                 {d.rank for d in departed[i]})
         out.append((job, replace(snap, procs=tuple(procs[i]), departed=tuple(gone),
                                  logs=tuple(logs[i]), gpus=gpus[i], stacks=tuple(rounds[i]),
-                                 jobs=(job,))))
-    if rounds[n] or any(log.lines_seen for log in logs[n]) or gpus[n]:
+                                 flight_recorder=fr[i], jobs=(job,))))
+    if rounds[n] or any(log.lines_seen for log in logs[n]) or gpus[n] or fr[n] is not None:
         # no processes here, but not "no job found": the jobs are elsewhere in the view
         sources = tuple(s for s in snap.sources if s.name != "procs")
         out.append((None, replace(snap, procs=(), departed=(), logs=tuple(logs[n]),
                                   gpus=gpus[n], stacks=tuple(rounds[n]), sources=sources,
-                                  jobs=())))
+                                  flight_recorder=fr[n], jobs=())))
+    return out
+
+
+def _flight_recorder_by_job(snap: NodeSnapshot, by_pid: dict[int, int], n: int,
+                            nobody: int) -> list:
+    """Each job's Flight Recorder dumps: those found through a process's environment are its
+    job's; those the user gave go where logs that name no writer go (the only job, the one
+    chosen with --job, else none of them)."""
+    poll = snap.flight_recorder
+    out: list = [None] * (n + 1)
+    if poll is None:
+        return out
+    parts: list[list] = [[] for _ in range(n + 1)]
+    for d in poll.dumps:
+        parts[by_pid.get(d.pid, n) if d.pid is not None else nobody].append(d)
+    for i, dumps in enumerate(parts):
+        if dumps or (i == nobody and poll.problems):
+            out[i] = replace(poll, dumps=tuple(dumps),
+                             problems=poll.problems if i == nobody else ())
+        elif i < n and poll.enabled is not None:
+            out[i] = replace(poll, dumps=(), problems=())
     return out
 
 

@@ -217,6 +217,8 @@ class NodeSnapshot:
     # The latest rounds of py-spy dumps, oldest first (bounded): successive samples tell
     # stuck stacks from moving ones.
     stacks: tuple["StackPoll", ...] = ()
+    # The ranks' Flight Recorder dumps last read (files, torch's debug server), when any
+    flight_recorder: "FrPoll | None" = None
     # The jobs its processes make (rltui.jobs), in the order they were first seen; a snapshot
     # split into one job's view (jobs.partition) holds that job alone.
     jobs: tuple[Job, ...] = ()
@@ -472,3 +474,92 @@ class StackPoll:
     nonblocking: bool = True  # periodic rounds never pause the job; on-demand ones may
     native: bool = False
     command: str = ""  # the py-spy command line, with {pid} for the process id
+
+
+# -- PyTorch's Flight Recorder ----------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class FrEntry:
+    """One collective (or point-to-point op) as a rank's Flight Recorder recorded it.
+
+    ``group`` is the process group's name ("0" is the default group), ``desc`` its description
+    ("default_pg", a user's group_desc; "" for torch's "undefined"); ``seq`` the group's
+    collective sequence id (``p2p_seq`` for send/recv); ``op`` the operation without its
+    backend ("all_reduce", "send 0->1"). ``done`` says the rank finished it (retired, or state
+    completed); times are POSIX nanoseconds, None where the dump has none."""
+
+    group: str
+    seq: int
+    op: str
+    desc: str = ""
+    backend: str = ""
+    p2p_seq: int = 0
+    is_p2p: bool = False
+    record_id: int = 0
+    op_id: int = -1  # the group's count of every op, send/recv included (pg_status counts it)
+    state: str = ""
+    done: bool = False
+    input_sizes: tuple = ()
+    output_sizes: tuple = ()
+    dtypes: tuple[str, ...] = ()
+    created_ns: int | None = None
+    started_ns: int | None = None
+    frames: tuple[Frame, ...] = ()
+    timeout_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FrGroupState:
+    """A group's counters in one rank's dump (``pg_status``; -1: none yet). They count the
+    group's ops (``op_id``: send/recv included), not its collectives' sequence ids."""
+
+    group: str
+    last_enqueued: int = -1
+    last_started: int = -1
+    last_completed: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FrGroup:
+    """A process group as ``pg_config`` describes it; ``ranks`` empty when the dump does not
+    say (gloo's dumps never do)."""
+
+    group: str
+    desc: str = ""
+    ranks: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FrDump:
+    """One rank's Flight Recorder dump: where it came from and what it holds.
+
+    ``entries`` are the records the diagnosis reads, oldest first: among the newest ones
+    (rltui.parsing.flightrec.TAIL), every one still pending and each group's newest finished
+    one; ``total`` counts the records in the dump; the groups' counters are the whole dump's. ``written`` is when the dump was taken (the file's
+    modification time, or the time it was fetched); ``pid`` the process whose environment
+    named the file, when rltui found it so."""
+
+    rank: int | None
+    source: str
+    status: str = OK  # ok | error (unreadable: ``message`` says why)
+    message: str = ""
+    version: str = ""
+    entries: tuple[FrEntry, ...] = ()
+    groups: tuple[FrGroup, ...] = ()
+    states: tuple[FrGroupState, ...] = ()
+    total: int = 0  # records in the dump
+    written: float | None = None
+    pid: int | None = None
+    host: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FrPoll:
+    """Payload of a "flight_recorder" reading: the dumps read, what could not be read, and
+    whether the ranks record at all (``enabled``: True/False from their environment, None
+    when unknown)."""
+
+    dumps: tuple[FrDump, ...] = ()
+    problems: tuple[str, ...] = ()
+    enabled: bool | None = None
+    looked: tuple[str, ...] = ()  # where dumps were looked for (paths, globs, URLs)

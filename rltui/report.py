@@ -75,6 +75,8 @@ def to_json(snap: NodeSnapshot, diagnosis: Diagnosis, mode: str,
         doc["stacks"] = report_json(stacks)
         if stacks_job is not None:
             doc["stacks"]["job"] = stacks_job
+    from rltui.diagnosis.flightrec import analysis_json
+    doc["flight_recorder"] = analysis_json(stacks.flight_recorder if stacks else None)
     return doc
 
 
@@ -262,4 +264,8 @@ def stacks_text(stacks: StackReport) -> str:
         state = "" if c.state == "unknown" else f" [{c.state}]"
         lines.append(f"  #{i} {who(c.members)}: "
                      f"{'in ' + c.op.name if c.op else 'at ' + where(c.deepest)}{state}")
+    fa = stacks.flight_recorder
+    if fa is not None:
+        from rltui.diagnosis.flightrec import groups_text
+        lines += ["", "flight recorder:"] + [f"  {t}" for t in groups_text(fa)]
     return "\n".join(lines) + "\n"

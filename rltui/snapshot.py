@@ -15,8 +15,8 @@ from typing import Iterable
 from rltui import model
 from rltui.jobs import JobNames, group, missing_from_world
 from rltui.logbook import LogBook
-from rltui.model import (DepartedRank, GpuPoll, LogPoll, NodeSnapshot, ProcInfo, ProcPoll,
-                         Reading, SourceState, StackPoll)
+from rltui.model import (DepartedRank, FrPoll, GpuPoll, LogPoll, NodeSnapshot, ProcInfo,
+                         ProcPoll, Reading, SourceState, StackPoll)
 
 DEFAULT_HISTORY = 600
 STACK_SAMPLES = 3  # rounds of dumps kept: enough to call a class stuck or moving
@@ -47,6 +47,7 @@ class Tracker:
     _job_names: JobNames = field(default_factory=JobNames)
     _jobs_key: tuple = ()
     _jobs: tuple = ()
+    _fr: FrPoll | None = None
 
     def apply(self, reading: Reading) -> None:
         prev = self._sources.get(reading.source)
@@ -79,6 +80,10 @@ class Tracker:
             elif isinstance(poll, StackPoll) and reading.status == model.OK:
                 # A good round with nothing to dump: the job is gone, its stacks are history.
                 self._stacks.clear()
+        elif reading.source == "flight_recorder":
+            # The dumps last read stay until new ones come (a failed poll keeps them).
+            if isinstance(reading.payload, FrPoll):
+                self._fr = reading.payload
         else:
             # Sources added by later issues are kept for their own folds.
             self._extra[reading.source] = reading
@@ -168,6 +173,7 @@ class Tracker:
             unmatched_logs=self.logbook.unmatched,
             now_source=self.now_source,
             stacks=tuple(self._stacks),
+            flight_recorder=self._fr,
             jobs=jobs,
         )
 

@@ -141,6 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "loop's output, a log with dumps in it, faulthandler "
                                     "output).")
     st.add_argument("dir", metavar="PATH")
+    st.add_argument("--flight-recorder", metavar="PATH_OR_GLOB", action="append",
+                    dest="flight_recorder", default=[],
+                    help="the ranks' PyTorch Flight Recorder dumps, read beside the stacks "
+                         "(repeatable; quote globs; docs/flight-recorder.md)")
     add_config_option(st)
 
     from rltui.cli.agent import add_arguments as agent_arguments

@@ -41,6 +41,17 @@ def add_source_options(p: argparse.ArgumentParser, sub: bool = True) -> None:
                    default=dflt if sub else [],
                    help="also follow these log files (repeatable; quote globs). The ranks' "
                         "stdout/stderr files are found without it")
+    g.add_argument("--flight-recorder", metavar="PATH_OR_GLOB", action="append",
+                   dest="flight_recorder", default=dflt if sub else [],
+                   help="PyTorch Flight Recorder dumps of the ranks (repeatable; quote globs; "
+                        "a folder means its files). The files the ranks' "
+                        "TORCH_FR_DUMP_TEMP_FILE names are found without it "
+                        "(docs/flight-recorder.md)")
+    g.add_argument("--torch-debug", metavar="URL", action="append", dest="torch_debug",
+                   default=dflt if sub else [],
+                   help="torch's debug server front end on rank 0 "
+                        "(torch.distributed.debug.start_debug_server), e.g. "
+                        "http://node0:25999: its Flight Recorder data and stacks")
 
 
 def add_config_option(p: argparse.ArgumentParser, sub: bool = True) -> None:
@@ -191,6 +202,21 @@ def log_globs(args: argparse.Namespace) -> list[str]:
     return list(getattr(args, "log", None) or [])
 
 
+def flight_recorder_args(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """(--flight-recorder paths or globs, --torch-debug URLs), checked."""
+    paths = list(getattr(args, "flight_recorder", None) or [])
+    urls = list(getattr(args, "torch_debug", None) or [])
+    for p in paths:
+        if not p.strip():
+            raise UsageError("--flight-recorder: empty; give a dump file, a folder or a glob")
+    for u in urls:
+        if not u.startswith(("http://", "https://")) or len(u) > 2048 or any(
+                c.isspace() or ord(c) < 32 for c in u):
+            raise UsageError(f"--torch-debug {u[:80]!r}: give the debug server's http:// "
+                             "address, e.g. http://node0:25999")
+    return paths, urls
+
+
 def load_scenario(path: str):
     from rltui.sources.replay import ScenarioError, load
     try:
@@ -205,7 +231,9 @@ def live_or_demo_bundle(args: argparse.Namespace, settings):
         job = start_demo(args.demo, args.ranks)
         return demo_bundle(settings, job)
     match, pids = source_args(args)
-    return live_bundle(settings, match, pids, log_globs(args))
+    paths, urls = flight_recorder_args(args)
+    return live_bundle(settings, match, pids, log_globs(args), flight_recorder=paths,
+                       torch_debug=urls)
 
 
 def job_option(args: argparse.Namespace) -> str | None:

@@ -11,7 +11,8 @@ import sys
 import time
 
 from rltui.cli.common import (
-    EXIT_FOUND, EXIT_NO_JOB, EXIT_OK, UsageError, invocation, job_option, live_or_demo_bundle,
+    EXIT_FOUND, EXIT_NO_JOB, EXIT_OK, UsageError, flight_recorder_args, invocation, job_option,
+    live_or_demo_bundle,
     load_scenario, load_settings, log_globs, oom_of, parse_now, saved_stacks, say_no_job,
     unreadable, write_incident)
 
@@ -52,8 +53,11 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         sampling = None
         from rltui.sources.bundle import offline_bundle, run_schedule
         offline = _offline(args)
-        bundle = offline_bundle(settings, log_globs(args)) if offline else \
-            live_or_demo_bundle(args, settings)
+        if offline:
+            paths, urls = flight_recorder_args(args)
+            bundle = offline_bundle(settings, log_globs(args), paths, urls)
+        else:
+            bundle = live_or_demo_bundle(args, settings)
         if saved is not None:
             # The saved dumps are the stacks to read: no live py-spy rounds beside them.
             bundle = bundle.without_periodic_stacks()
@@ -155,9 +159,10 @@ def _confirm(bundle, monitor, fold, thresholds) -> tuple[int, float | None]:
 
 
 def _offline(args: argparse.Namespace) -> bool:
-    """Saved files given and no live selection (--match, --pid, --live, --demo): read only
-    what was given."""
-    given = bool(log_globs(args) or getattr(args, "stacks", None))
+    """Saved files (or torch's debug server) given and no live selection (--match, --pid,
+    --live, --demo): read only what was given."""
+    given = bool(log_globs(args) or getattr(args, "stacks", None)
+                 or getattr(args, "flight_recorder", None) or getattr(args, "torch_debug", None))
     live = bool(getattr(args, "match", None) or getattr(args, "pid", None)
                 or getattr(args, "live", False) or getattr(args, "demo", None))
     return given and not live and not getattr(args, "replay", None)
@@ -166,7 +171,8 @@ def _offline(args: argparse.Namespace) -> bool:
 def _captured_at(args: argparse.Namespace) -> float | None:
     """The newest modification time of the files given (--log globs, --stacks PATH)."""
     import glob
-    paths = [p for g in log_globs(args) for p in glob.glob(os.path.expanduser(g))]
+    paths = [p for g in log_globs(args) + list(getattr(args, "flight_recorder", None) or [])
+             for p in glob.glob(os.path.expanduser(g))]
     stacks = getattr(args, "stacks", None)
     if stacks:
         paths += [os.path.join(stacks, n) for n in os.listdir(stacks)] \

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from rltui.cli.common import (
-    EXIT_OK, UsageError, invocation, job_option, live_or_demo_bundle, load_scenario, load_settings,
-    log_globs, saved_stacks, source_args, start_demo)
+    EXIT_OK, UsageError, flight_recorder_args, invocation, job_option, live_or_demo_bundle,
+    load_scenario, load_settings, log_globs, saved_stacks, source_args, start_demo)
 
 
 def run_app(bundle, settings, config_path, job: str | None = None) -> int:
@@ -34,9 +34,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
     if cluster_run.wanted(args):
         return run_app(cluster_run.cluster_bundle(args, settings), settings, path)
     match, pids = source_args(args)
+    paths, urls = flight_recorder_args(args)
     from rltui.sources.bundle import live_bundle
-    return run_app(live_bundle(settings, match, pids, log_globs(args)), settings, path,
-                    job=job_option(args))
+    return run_app(live_bundle(settings, match, pids, log_globs(args), flight_recorder=paths,
+                               torch_debug=urls), settings, path, job=job_option(args))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -117,6 +118,15 @@ def cmd_stacks(args: argparse.Namespace) -> int:
     from rltui.sources.sourcelines import read_source
     from rltui.ui.stacks_app import build_stacks_app
     stacks = classify([dumps])
+    paths, _ = flight_recorder_args(args)
+    if paths:
+        from rltui.diagnosis.flightrec import analyse, apply, stack_ops
+        from rltui.sources.flightrec import FlightRecorderSource
+        poll = FlightRecorderSource(paths).poll().payload
+        fa = analyse(poll, expected_ranks={d.rank for d in dumps if d.rank is not None},
+                     stack_ops=stack_ops(stacks))
+        stacks = apply(stacks, fa)
+        problems = list(problems) + [f"--flight-recorder: {p}" for p in poll.problems]
     app = build_stacks_app(stacks, problems=problems, source_lines=read_source,
                            title=f"rltui stacks {args.dir}", theme=settings.theme)
     app.run()

@@ -16,6 +16,7 @@ import time
 from dataclasses import replace
 from typing import Mapping, Sequence
 
+from rltui.diagnosis import flightrec
 from rltui.diagnosis import logs as log_rules
 from rltui.diagnosis.stacks import StackReport, classify, symptoms
 from rltui.diagnosis.thresholds import Thresholds
@@ -98,9 +99,17 @@ class HangMemo:
 
     def report(self, snap: NodeSnapshot, history: Sequence[NodeSnapshot] = (),
                th: Thresholds | None = None) -> StackReport | None:
-        """The hang report of the snapshot's stack rounds; None when there are none."""
+        """The hang report of the snapshot's stack rounds, read beside the ranks' Flight
+        Recorder dumps when there are any; None when there are neither."""
         if not snap.stacks:
-            return None
+            if snap.flight_recorder is None or not snap.flight_recorder.dumps:
+                return None
+            key = ("fr-only", id(snap.flight_recorder))
+            if self._memo is not None and self._memo[0] == key:
+                return self._memo[1]
+            report = flightrec.read_beside(classify([]), snap)
+            self._memo = (key, report, (snap.flight_recorder,))
+            return report
         th = th or Thresholds()
         missing = tuple(sorted(absent_ranks(snap)))
         # The rule and Monitor.stacks ask about the same snapshot: read the logs once.
@@ -111,14 +120,15 @@ class HangMemo:
             self._state = (snap, stalled)
         gone = departed_pids(snap.departed)
         key = (tuple(id(p) for p in snap.stacks), missing, stalled,
-               tuple(sorted(gone.items())), th.stack_sample_gap_s)
+               tuple(sorted(gone.items())), th.stack_sample_gap_s, id(snap.flight_recorder))
         if self._memo is not None and self._memo[0] == key:
             return self._memo[1]
         rounds = [still_here(p, gone) for p in samples(snap.stacks, th.stack_sample_gap_s)]
         report = classify(rounds, missing_ranks=missing, steps_stalled=stalled)
+        report = flightrec.read_beside(report, snap)
         # The memo holds the rounds themselves too, so none of the ids in the key can be
         # reused by a new object while it stands.
-        self._memo = (key, report, snap.stacks)
+        self._memo = (key, report, (snap.stacks, snap.flight_recorder))
         return report
 
     def symptoms(self, snap: NodeSnapshot, history: Sequence[NodeSnapshot],
@@ -136,7 +146,8 @@ class HangMemo:
             key = (s.id, s.ranks)
             onset = self._onsets.get(key)
             if onset is None:
-                onset = snap.stacks[0].started
+                onset = snap.stacks[0].started if snap.stacks else \
+                    flightrec.onset(report.flight_recorder, snap.timestamp)
                 steps = [log.last_step_time for log in snap.logs
                          if log.last_step_time is not None and log.last_step_time <= onset]
                 if steps:

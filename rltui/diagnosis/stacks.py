@@ -65,6 +65,9 @@ class StackReport:
     duplicate_ranks: tuple[int, ...] = ()  # dumped twice in the latest sample (last one kept)
     notes: tuple[str, ...] = ()  # what limits the reading (unreadable, duplicate, mixed dumps)
     other_pids: tuple[int, ...] = ()  # processes without a rank, left out beside ranked ones
+    # PyTorch's Flight Recorder read beside the stacks (rltui.diagnosis.flightrec.FrAnalysis)
+    flight_recorder: Any = None
+    advice: tuple[str, ...] = ()  # next steps the stacks' reading adds (Flight Recorder off)
 
     @property
     def hang(self) -> bool:
@@ -640,6 +643,9 @@ def symptoms(report: StackReport) -> list[Symptom]:
     if report.missing_ranks:
         evidence.append(f"{label(report.missing_ranks)} missing from the dump (exited): read "
                         "its traceback")
+    if report.flight_recorder is not None:
+        from rltui.diagnosis.flightrec import evidence as fr_evidence
+        evidence += fr_evidence(report.flight_recorder)
     if not report.confirmed:
         evidence.append("one sample only: dump again to confirm the stacks do not move")
     evidence.append(report.explanation)
@@ -647,4 +653,5 @@ def symptoms(report: StackReport) -> list[Symptom]:
     return [Symptom(id=report.symptom_id,
                     severity="critical" if report.confirmed else "warning",
                     title=report.title, ranks=tuple(sorted(set(ranks))),
-                    evidence=tuple(evidence), next_steps=_NEXT[report.symptom_id])]
+                    evidence=tuple(evidence),
+                    next_steps=_NEXT[report.symptom_id] + report.advice)]

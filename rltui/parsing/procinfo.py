@@ -15,6 +15,9 @@ DEBUG_ENV = (
     "TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
     "TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", "CUDA_LAUNCH_BLOCKING",
     "NCCL_SOCKET_IFNAME", "NCCL_IB_DISABLE", "CUDA_VISIBLE_DEVICES",
+    # PyTorch's Flight Recorder: whether the rank records, and where its dump goes
+    "TORCH_FR_BUFFER_SIZE", "TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT",
 )
 # Read per process to tell jobs apart (rltui.jobs) and to find a dead rank's files afterwards:
 # the rendezvous a rank joins, the run it belongs to, torchelastic's error file. None is secret.

@@ -158,6 +158,12 @@ class RememberProcs:
         with self._lock:
             return self._current
 
+    def every(self) -> tuple:
+        """Every job process seen: the live ones, then those gone since (a rank that wrote
+        its Flight Recorder dump and died)."""
+        with self._lock:
+            return self._current + tuple(self._gone.values())
+
     def log_files(self) -> list[tuple]:
         """(path, rank, pid) of every file a job process wrote, then (path, rank, None, how it
         was found, the job's tie) of every log found for ranks that are gone."""
@@ -191,8 +197,21 @@ def stack_specs(settings, procs: RememberProcs) -> tuple[Source, list[SourceSpec
     return source, ([SourceSpec(source, interval)] if interval > 0 else [])
 
 
+def flight_recorder_spec(settings, given: Sequence[str] = (), urls: Sequence[str] = (),
+                         procs: RememberProcs | None = None) -> list[SourceSpec]:
+    """The Flight Recorder source: the given dumps, the files the ranks' environment names,
+    torch's debug server; polled with the stacks (a file is read again only when it changed)."""
+    from rltui.sources.flightrec import FlightRecorderSource
+    if not (given or urls or procs):
+        return []
+    source = FlightRecorderSource(given, procs.every if procs else None, urls)
+    interval = settings.pyspy.interval if settings.pyspy.interval > 0 else 10.0
+    return [SourceSpec(source, interval)]
+
+
 def live_bundle(settings, match: str | None = None, pids: Sequence[int] = (),
-                logs: Sequence[str] = ()) -> Bundle:
+                logs: Sequence[str] = (), flight_recorder: Sequence[str] = (),
+                torch_debug: Sequence[str] = ()) -> Bundle:
     from rltui.sources.nvml import NvmlSource
     from rltui.sources.procs import ProcSource
 
@@ -208,14 +227,25 @@ def live_bundle(settings, match: str | None = None, pids: Sequence[int] = (),
         SourceSpec(procs, settings.cadence.procs),
         SourceSpec(log_source(settings, procs, logs), settings.cadence.logs),
         *stack_spec,
+        *flight_recorder_spec(settings, flight_recorder, torch_debug, procs),
     ])
 
 
-def offline_bundle(settings, logs: Sequence[str] = ()) -> Bundle:
-    """Saved files only (``diagnose --log/--stacks`` without a live selection): the given logs,
-    no process, GPU or py-spy source, nothing of the node mixed in."""
-    return Bundle(mode="offline", job="saved files", specs=[
+def offline_bundle(settings, logs: Sequence[str] = (), flight_recorder: Sequence[str] = (),
+                   torch_debug: Sequence[str] = ()) -> Bundle:
+    """Saved files only (``diagnose --log/--stacks/--flight-recorder`` without a live
+    selection, or torch's debug server): the given logs and dumps, no process, GPU or py-spy
+    source, nothing of the node mixed in. The debug server's stacks are the stack rounds."""
+    stacks, stack_spec = None, []
+    if torch_debug:
+        from rltui.sources.torchdebug import DebugServerStacks
+        stacks = DebugServerStacks(torch_debug)
+        stack_spec = [SourceSpec(stacks, max(settings.pyspy.interval, 5.0))]
+    return Bundle(mode="offline", job="saved files" if not torch_debug else
+                  f"torch debug server {torch_debug[0]}", stacks=stacks, specs=[
         SourceSpec(log_source(settings, None, logs, config_paths=False), settings.cadence.logs),
+        *stack_spec,
+        *flight_recorder_spec(settings, flight_recorder, torch_debug),
     ])
 
 

@@ -1,0 +1,428 @@
+"""PyTorch's Flight Recorder dumps -> ``FrDump`` values (pure: bytes in, values out).
+
+What torch writes, in the order users have it (docs/flight-recorder.md):
+
+* a pickle per rank: the NCCL watchdog's dump on a timeout (``TORCH_NCCL_DUMP_ON_TIMEOUT``) at
+  ``TORCH_FR_DUMP_TEMP_FILE`` (older: ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE``) + rank, or
+  ``torch._C._distributed_c10d._dump_fr_trace()`` written by the job itself;
+* the same as JSON (``_dump_fr_trace_json()``: no frames), alone, as a list, or keyed by rank;
+* the debug server's ``/fr_trace_json`` page: one ``<h2>Rank N: address</h2>`` and one ``<pre>``
+  of JSON per rank.
+
+A dump is untrusted input. Its pickle holds plain dicts, lists, tuples, strings and numbers, so it
+is read with an unpickler that resolves no global at all: a pickle that names a class or a
+function is refused with a message, never executed.
+
+Every format version torch has written is read: the fields came one by one (``pg_config``,
+``pg_status``, ``is_p2p``, dtypes, thread names, ``retired``); a missing one is simply unknown.
+
+Speed: a 2,000-entry dump takes milliseconds to unpickle whole, and a 1,024-rank job has 1,024 of
+them. What the diagnosis needs is the groups' counters (at the head of the pickle) and the newest
+records (at its end), so a large pickle is read as its head, its first record and its newest
+``TAIL`` records, spliced into one stream (``_spliced``). That is exact or refused: the
+splice is checked (consecutive record ids, the same fields), protocol 2 pickles name every memo
+slot explicitly, and a record that refers to a string first written in the skipped middle fails
+to load; any doubt reads the whole pickle.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import pickle
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from rltui.model import ERROR, FrDump, FrEntry, FrGroup, FrGroupState, Frame
+
+TAIL = 64  # newest records read per large dump
+MAX_FRAMES = 48
+MAX_TEXT = 400  # characters of any one name, file name or op
+MAX_SIZES = 16  # tensors per record whose sizes are kept
+MAX_RANKS_TEXT = 1 << 20  # characters of a group's rank list
+MAX_INT = 1 << 63
+
+_KEY_ENTRIES = b"X\x07\x00\x00\x00entries"
+_RANK_TAIL = re.compile(r"(\d{1,7})(?:\.(?:pkl|pickle|json))?$")
+_RANK_HEAD = re.compile(r"<h2>\s*Rank\s+(\d{1,7})\s*:\s*([^<]{0,300})</h2>", re.I)
+_FAILED = re.compile(r"<p>\s*Failed to fetch: status=(\d{1,3})", re.I)
+_DIGITS = re.compile(r"-?\d{1,7}")
+
+
+class DumpError(ValueError):
+    """The bytes are not a Flight Recorder dump rltui can read (the message says why)."""
+
+
+class _NoGlobals(pickle.Unpickler):
+    """Resolves nothing: torch's dumps hold plain data only; anything else is refused."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(
+            f"the pickle names {module[:60]}.{name[:60]}: a Flight Recorder dump holds plain "
+            "data only, so this one is refused (not loaded)")
+
+
+def _unpickle(data: bytes) -> Any:
+    # A buffered reader gives the C unpickler its fast path (peek); a bare BytesIO is 3x slower.
+    return _NoGlobals(io.BufferedReader(io.BytesIO(data), 1 << 20)).load()
+
+
+def rank_from_name(name: str) -> int | None:
+    """The rank torch appends to the dump's path (``nccl_trace_rank_3`` -> 3)."""
+    m = _RANK_TAIL.search(name.rsplit("/", 1)[-1])
+    return int(m.group(1)) if m else None
+
+
+def read_dump(data: bytes, source: str, *, rank: int | None = None,
+              written: float | None = None, tail: int = TAIL) -> list[FrDump]:
+    """The dumps in one file or page: one for a rank's pickle or JSON, one per rank for the
+    debug server's page or a JSON list. Never raises: an unreadable input is one dump with
+    status error and the reason."""
+    if rank is None:
+        rank = rank_from_name(source)
+    try:
+        return _read(data, source, rank, written, tail)
+    except (DumpError, pickle.UnpicklingError) as exc:
+        return [FrDump(rank=rank, source=source, status=ERROR, message=str(exc)[:300],
+                       written=written)]
+    except (EOFError, ValueError, TypeError, KeyError, IndexError, AttributeError,
+            RecursionError, MemoryError, OverflowError, UnicodeDecodeError) as exc:
+        return [FrDump(rank=rank, source=source, status=ERROR, written=written,
+                       message=f"not a Flight Recorder dump ({type(exc).__name__})")]
+
+
+def _read(data: bytes, source: str, rank: int | None, written: float | None,
+          tail: int) -> list[FrDump]:
+    head = data[:64].lstrip()
+    if data[:1] == b"\x80":
+        return [_from_pickle(data, source, rank, written, tail)]
+    if head[:1] in (b"{", b"["):
+        doc = json.loads(data)
+        return _from_json(doc, source, rank, written, tail)
+    text = data[:1 << 16].decode("utf-8", "replace")
+    if _RANK_HEAD.search(text) or b"<h2" in data[:1 << 16]:
+        return from_page(data.decode("utf-8", "replace"), source, written=written, tail=tail)
+    if not data:
+        raise DumpError("empty file: the dump may still be being written")
+    raise DumpError("not a Flight Recorder dump (neither a pickle, JSON nor the debug "
+                    "server's page)")
+
+
+# -- pickles ---------------------------------------------------------------------------------------
+
+def _from_pickle(data: bytes, source: str, rank: int | None, written: float | None,
+                 tail: int) -> FrDump:
+    doc = None
+    if data[:2] == b"\x80\x02" and len(data) > 1 << 16:
+        doc = _spliced(data, tail)
+    whole = doc is None
+    if whole:
+        doc = _unpickle(data)
+    dump = _from_doc(doc, source, rank, written, tail, whole=whole)
+    if sum(not e.done for e in dump.entries) >= tail:
+        # every newest record still pending: older ones may be too; read them all
+        dump = _from_doc(doc if whole else _unpickle(data), source, rank, written, tail,
+                         whole=True, all_pending=True)
+    return dump
+
+
+def _spliced(data: bytes, tail: int) -> dict | None:
+    """The dump's head, first record and newest ``tail`` records, loaded as one pickle; None
+    when the splice cannot be made or checked (the caller reads the whole pickle)."""
+    at = data.find(_KEY_ENTRIES)
+    if at < 0 or data.find(_KEY_ENTRIES, at + 1) >= 0:
+        return None
+    i = _skip_put(data, at + len(_KEY_ENTRIES))
+    if data[i:i + 1] != b"]":
+        return None
+    i = _skip_put(data, i + 1)
+    if data[i:i + 2] != b"(}":
+        return None
+    first = i + 1  # the first record: EMPTY_DICT, MARK, its first key
+    if data[first + 1:first + 3] != b"(X":
+        return None  # a memoised dict: every record's opening differs
+    n = int.from_bytes(data[first + 3:first + 7], "little")
+    key_end = first + 7 + n
+    put = data[key_end:key_end + 1]
+    if put == b"q":
+        sig = b"}(h" + data[key_end + 1:key_end + 2]
+    elif put == b"r":
+        sig = b"}(j" + data[key_end + 1:key_end + 5]
+    else:
+        sig = data[first:key_end]
+    first_next = data.find(sig, key_end)
+    if first_next < 0:
+        return None
+    # the newest ``tail`` record openings, searched from the end
+    cut, end = -1, len(data)
+    for _ in range(tail):
+        cut = data.rfind(sig, first_next + 1, end)
+        if cut < 0:
+            return None  # small enough to read whole
+        end = cut
+    starts = [first_next, cut]
+    try:
+        doc = _unpickle(data[:starts[0]] + data[starts[1]:])
+    except Exception:  # noqa: BLE001 - any failure means: read the whole pickle
+        return None
+    entries = doc.get("entries") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or len(entries) != tail + 1:
+        return None
+    keys = set(entries[0]) if isinstance(entries[0], dict) else None
+    ids = [e.get("record_id") if isinstance(e, dict) else None for e in entries[1:]]
+    if (keys is None or any(not isinstance(e, dict) or set(e) != keys for e in entries[1:])
+            or any(not isinstance(x, int) for x in ids)
+            or any(b - a != 1 for a, b in zip(ids, ids[1:]))):
+        return None
+    doc["__skipped__"] = max(0, ids[0] - entries[0].get("record_id", 0) - 1) \
+        if isinstance(entries[0].get("record_id"), int) else 0
+    return doc
+
+
+def _skip_put(data: bytes, i: int) -> int:
+    op = data[i:i + 1]
+    if op == b"q":
+        return i + 2
+    if op == b"r":
+        return i + 5
+    return i
+
+
+# -- JSON and the debug server's page -------------------------------------------------------------
+
+def _from_json(doc: Any, source: str, rank: int | None, written: float | None,
+               tail: int) -> list[FrDump]:
+    if isinstance(doc, dict) and "entries" in doc or isinstance(doc, dict) and "version" in doc:
+        return [_from_doc(doc, source, rank, written, tail, whole=True)]
+    out: list[FrDump] = []
+    if isinstance(doc, list):
+        for i, one in enumerate(doc[:1 << 16]):
+            if isinstance(one, dict):
+                r = one.get("rank", i)
+                out.append(_from_doc(one, f"{source}#{i}", r if isinstance(r, int) else i,
+                                     written, tail, whole=True))
+    elif isinstance(doc, dict):
+        for key, one in list(doc.items())[:1 << 16]:
+            if isinstance(one, dict):
+                r = one.get("rank", rank_from_name(str(key)))
+                out.append(_from_doc(one, f"{source}#{key}", r if isinstance(r, int) else None,
+                                     written, tail, whole=True))
+    if not out:
+        raise DumpError("JSON without Flight Recorder entries")
+    return out
+
+
+def from_page(text: str, source: str, *, written: float | None = None,
+              tail: int = TAIL) -> list[FrDump]:
+    """The debug server's ``/fr_trace_json`` page: each rank's JSON after its heading (torch
+    renders it without escaping; an escaped one is read too)."""
+    heads = list(_RANK_HEAD.finditer(text))
+    if not heads:
+        raise DumpError("a web page without the debug server's 'Rank N' sections")
+    out: list[FrDump] = []
+    decoder = json.JSONDecoder()
+    for k, m in enumerate(heads[:1 << 14]):
+        rank = int(m.group(1))
+        end = heads[k + 1].start() if k + 1 < len(heads) else len(text)
+        part = text[m.end():end]
+        where = f"{source} (rank {rank}: {m.group(2).strip()[:120]})"
+        failed = _FAILED.search(part)
+        pre = part.find("<pre>")
+        if failed or pre < 0:
+            why = (f"the debug server could not fetch it (status {failed.group(1)})" if failed
+                   else "no data in the page")
+            out.append(FrDump(rank=rank, source=where, status=ERROR, message=why,
+                              written=written))
+            continue
+        body = part[pre + 5:]
+        try:
+            doc, _ = decoder.raw_decode(body.lstrip())
+        except ValueError:
+            try:
+                doc, _ = decoder.raw_decode(html.unescape(body.split("</pre>", 1)[0]).strip())
+            except ValueError:
+                out.append(FrDump(rank=rank, source=where, status=ERROR, written=written,
+                                  message="the rank's section holds no readable JSON"))
+                continue
+        if not isinstance(doc, dict):
+            out.append(FrDump(rank=rank, source=where, status=ERROR, written=written,
+                              message="the rank's section is not a Flight Recorder dump"))
+            continue
+        out.append(_from_doc(doc, where, rank, written, tail, whole=True))
+    return out
+
+
+# -- the dump's fields -----------------------------------------------------------------------------
+
+def _from_doc(doc: Any, source: str, rank: int | None, written: float | None, tail: int,
+              *, whole: bool, all_pending: bool = False) -> FrDump:
+    if isinstance(doc, list):  # the first format: a bare list of records
+        doc = {"entries": doc}
+    if not isinstance(doc, dict):
+        raise DumpError("not a Flight Recorder dump (no dict of entries)")
+    raw = doc.get("entries", [])
+    if not isinstance(raw, list):
+        raise DumpError("not a Flight Recorder dump (entries is not a list)")
+    version = doc.get("version", "")
+    version = _text(version) if isinstance(version, (str, int, float)) else ""
+    if whole:
+        total = len(raw)
+        window = raw if all_pending else raw[-tail:]
+    else:
+        window = raw[1:]  # the first record only anchors the splice
+        total = len(raw) + int(doc.get("__skipped__", 0))
+    keep = _needed(window)
+    frames: dict[int, Frame] = {}  # torch's pickle shares each frame dict: convert it once
+    entries = tuple(e for e in (_entry(x, frames) for x in keep) if e is not None)
+    return FrDump(rank=rank, source=source, version=version, entries=entries,
+                  groups=_groups(doc.get("pg_config")), states=_states(doc.get("pg_status")),
+                  total=total, written=written)
+
+
+def _needed(window: list) -> list:
+    """The records the diagnosis reads, oldest first: every one still pending, and each
+    group's newest finished one (converting all of them would cost more than reading)."""
+    out, seen = [], set()
+    for e in reversed(window):
+        if not isinstance(e, dict):
+            continue
+        if not _done(e):
+            out.append(e)
+            continue
+        pg = e.get("process_group")
+        key = (pg[0] if isinstance(pg, (list, tuple)) and pg else e.get("pg_id"),
+               bool(e.get("is_p2p")))
+        try:
+            if key in seen:
+                continue
+            seen.add(key)
+        except TypeError:  # an unhashable name: not torch's
+            continue
+        out.append(e)
+    return out[::-1]
+
+
+def _done(e: dict) -> bool:
+    return bool(e.get("retired")) or e.get("state") == "completed"
+
+
+def _entry(e: Any, cache: dict[int, Frame]) -> FrEntry | None:
+    if not isinstance(e, dict):
+        return None
+    pg = e.get("process_group")
+    if isinstance(pg, (list, tuple)) and pg:
+        group = _text(pg[0])
+        desc = _text(pg[1]) if len(pg) > 1 else ""
+    else:
+        group, desc = _text(e.get("pg_id", "")), ""
+    if desc == "undefined":
+        desc = ""
+    name = _text(e.get("profiling_name", "")) or "?"
+    backend, _, op = name.partition(":")
+    if not op:
+        backend, op = "", name
+    is_p2p = bool(e.get("is_p2p", op.startswith(("send", "recv"))))
+    return FrEntry(
+        group=group, seq=_int(e.get("collective_seq_id")), op=op, desc=desc, backend=backend,
+        p2p_seq=_int(e.get("p2p_seq_id")), is_p2p=is_p2p, record_id=_int(e.get("record_id")),
+        op_id=_int(e.get("op_id"), -1),
+        state=_text(e.get("state", "")), done=_done(e),
+        input_sizes=_sizes(e.get("input_sizes")), output_sizes=_sizes(e.get("output_sizes")),
+        dtypes=tuple(_text(d) for d in _list(e.get("input_dtypes"))[:MAX_SIZES]),
+        created_ns=_opt_int(e.get("time_created_ns")),
+        started_ns=_opt_int(e.get("time_discovered_started_ns")),
+        frames=_frames(e.get("frames"), cache), timeout_ms=_opt_int(e.get("timeout_ms")))
+
+
+def _frames(raw: Any, cache: dict[int, Frame]) -> tuple[Frame, ...]:
+    out = []
+    for f in _list(raw)[:MAX_FRAMES]:
+        if isinstance(f, dict):
+            frame = cache.get(id(f))
+            if frame is None:
+                frame = cache[id(f)] = Frame(name=_text(f.get("name", "?")) or "?",
+                                             filename=_text(f.get("filename", "")),
+                                             line=_int(f.get("line")))
+            out.append(frame)
+    return tuple(out)
+
+
+def _groups(raw: Any) -> tuple[FrGroup, ...]:
+    if not isinstance(raw, dict):
+        return ()
+    out = []
+    for key, cfg in list(raw.items())[:1 << 14]:
+        if not isinstance(cfg, dict):
+            continue
+        name = _text(cfg.get("name", key)) or _text(key)
+        if not name:
+            continue  # gloo's placeholder: {'': {'name': '', 'desc': '', 'ranks': '[]'}}
+        ranks = cfg.get("ranks", ())
+        if isinstance(ranks, str):
+            ranks = [int(x) for x in _DIGITS.findall(ranks[:MAX_RANKS_TEXT])]
+        ranks = tuple(r for r in _list(ranks) if isinstance(r, int) and 0 <= r < MAX_INT)
+        desc = _text(cfg.get("desc", ""))
+        out.append(FrGroup(group=name, desc="" if desc == "undefined" else desc, ranks=ranks))
+    return tuple(out)
+
+
+def _states(raw: Any) -> tuple[FrGroupState, ...]:
+    if not isinstance(raw, dict):
+        return ()
+    out = []
+    for key, st in list(raw.items())[:1 << 14]:
+        if isinstance(st, dict):
+            out.append(FrGroupState(
+                group=_text(key), last_enqueued=_int(st.get("last_enqueued_collective"), -1),
+                last_started=_int(st.get("last_started_collective"), -1),
+                last_completed=_int(st.get("last_completed_collective"), -1)))
+    return tuple(out)
+
+
+def _sizes(raw: Any) -> tuple:
+    out = []
+    for shape in _list(raw)[:MAX_SIZES]:
+        out.append(tuple(_int(d) for d in _list(shape)[:8]))
+    return tuple(out)
+
+
+def _list(raw: Any) -> list:
+    return raw if isinstance(raw, (list, tuple)) else []
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, bytes):
+        v = v.decode("utf-8", "replace")
+    return str(v)[:MAX_TEXT] if isinstance(v, (str, int, float, bytes)) else ""
+
+
+def _int(v: Any, default: int = 0) -> int:
+    if isinstance(v, str) and 0 < len(v) <= 20 and v.lstrip("-").isdigit():
+        v = int(v)  # the JSON dump writes pg_status's counters as strings
+    if isinstance(v, bool) or not isinstance(v, int) or not -MAX_INT < v < MAX_INT:
+        return default
+    return v
+
+
+def _opt_int(v: Any) -> int | None:
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 < v < MAX_INT:
+        return None
+    return v
+
+
+def dump_paths_from_env(env: Iterable[tuple[str, str]]) -> tuple[str | None, bool | None]:
+    """(the dump path prefix, whether the rank records) from a rank's environment: the
+    prefix torch appends the rank to (TORCH_FR_DUMP_TEMP_FILE, older
+    TORCH_NCCL_DEBUG_INFO_TEMP_FILE; default /tmp/nccl_trace_rank_), and True/False when
+    TORCH_FR_BUFFER_SIZE / TORCH_NCCL_TRACE_BUFFER_SIZE says, None when neither is set."""
+    vals = dict(env)
+    prefix = vals.get("TORCH_FR_DUMP_TEMP_FILE") or vals.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+    enabled = None
+    for key in ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"):
+        if key in vals:
+            m = _DIGITS.match(vals[key].strip())
+            on = bool(m and int(m.group(0)) > 0)
+            enabled = on if enabled is None else (enabled or on)
+    return prefix or "/tmp/nccl_trace_rank_", enabled
