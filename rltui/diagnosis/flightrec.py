@@ -609,8 +609,9 @@ def analysis_json(fa: FrAnalysis | None) -> dict[str, Any] | None:
         "groups": [{"group": v.group, "desc": v.desc, "name": v.name, "ranks": list(v.ranks),
                     "ranks_known": v.ranks_known,
                     "per_rank": [{"rank": m.rank, "has_dump": m.has_dump,
-                                  "last_completed": m.last_completed,
-                                  "last_completed_op": _entry_json(m.completed),
+                                  "last_completed": _entry_json(m.completed) or (
+                                      {"seq": m.last_completed} if m.last_completed >= 0
+                                      else None),
                                   "last_enqueued": m.last_enqueued,
                                   "pending": _entry_json(m.pending, m.age_s),
                                   "pending_count": m.pending_count, "behind": m.behind}
