@@ -499,8 +499,8 @@ class FrEntry:
     op_id: int = -1  # the group's count of every op, send/recv included (pg_status counts it)
     state: str = ""
     done: bool = False
-    input_sizes: tuple = ()
-    output_sizes: tuple = ()
+    input_sizes: tuple[tuple[int, ...], ...] = ()
+    output_sizes: tuple[tuple[int, ...], ...] = ()
     dtypes: tuple[str, ...] = ()
     created_ns: int | None = None
     started_ns: int | None = None

@@ -32,6 +32,7 @@ PAYLOAD_TYPES: dict[str, type] = {
     "procs": model.ProcPoll,
     "logs": model.LogPoll,
     "stacks": model.StackPoll,
+    "flight_recorder": model.FrPoll,
 }
 
 

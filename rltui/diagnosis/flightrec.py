@@ -322,8 +322,9 @@ def _findings(groups, waits, by_rank, world, stack_ops) -> list[FrFinding]:
             last = ", ".join(f"rank {m.rank} at #{m.last_enqueued}" if m.last_enqueued >= 0
                              else f"rank {m.rank} with none yet" for m in late[:6])
             elsewhere = [m.rank for m in late if m.rank in waits]
+            verb = "waits" if len(waiting) == 1 else "wait"
             text = (f"{label(m.rank for m in late)} never entered {e.op} #{top} of {v.name} "
-                    f"that {label(m.rank for m in waiting)} wait in (last enqueued: {last})")
+                    f"that {label(m.rank for m in waiting)} {verb} in (last enqueued: {last})")
             if elsewhere:
                 text += (f"; {label(elsewhere)} wait"
                          f"{'s' if len(elsewhere) == 1 else ''} elsewhere: "
@@ -344,7 +345,7 @@ def _findings(groups, waits, by_rank, world, stack_ops) -> list[FrFinding]:
         (g, seq), members = next(iter(sides.items()))
         e = waits[members[0]]
         if len(members) == len(waits) and all(not waits[r].is_p2p for r in members):
-            text = (f"Every rank with a dump ({label(members)}) is pending in {entry_text(e)}, "
+            text = (f"Every rank that waits ({label(members)}) is pending in {entry_text(e)}, "
                     f"issued from {site_text(e)}: the same collective on every rank. Not a code "
                     "path divergence: the network or a slow rank")
             late = [f for f in out if f.kind in (BEHIND, MISSING)]
@@ -517,6 +518,10 @@ def apply(report: Any, fa: FrAnalysis | None) -> Any:
                 "move now: the dumps may be from an earlier stall.")
         return replace(report, flight_recorder=fa, notes=report.notes + (note,))
     pattern = fa.pattern
+    if pattern == "C" and report.pattern not in (None, "C"):
+        # the ranks that wait agree, and a rank is behind: where it is instead, its stack
+        # says (an exit, another call): the stacks' pattern stands, the laggard is named
+        pattern = None
     suspects = tuple(sorted(set(report.suspect_ranks) | set(fa.suspects)))
     said = (f" The stacks alone read pattern {report.pattern}; the Flight Recorder decides."
             if report.pattern and report.pattern != pattern and pattern else "")

@@ -38,6 +38,7 @@ from typing import Any
 from rltui.model import ERROR, FrDump, FrEntry, FrGroup, FrGroupState, Frame
 
 TAIL = 64  # newest records read per large dump
+HEAD_RECORDS = (8, 64, 512)  # first records kept with them, more only when needed
 MAX_FRAMES = 48
 MAX_TEXT = 400  # characters of any one name, file name or op
 MAX_SIZES = 16  # tensors per record whose sizes are kept
@@ -93,6 +94,25 @@ def read_dump(data: bytes, source: str, *, rank: int | None = None,
                        message=f"not a Flight Recorder dump ({type(exc).__name__})")]
 
 
+def read_parts(head: bytes, end: bytes, source: str, *, rank: int | None = None,
+               written: float | None = None, tail: int = TAIL) -> FrDump | None:
+    """A large pickle read from its first and last bytes only (``head``, ``end``); None when
+    that is not enough (the caller reads the whole file)."""
+    if head[:2] != b"\x80\x02":
+        return None
+    try:
+        doc = _spliced(head, tail, end)
+        if doc is None:
+            return None
+        dump = _from_doc(doc, source, rank if rank is not None else rank_from_name(source),
+                         written, tail, whole=False)
+    except Exception:  # noqa: BLE001 - any doubt: the caller reads it whole
+        return None
+    if sum(not e.done for e in dump.entries) >= tail:
+        return None  # every newest record pending: older ones may be; read it whole
+    return dump
+
+
 def _read(data: bytes, source: str, rank: int | None, written: float | None,
           tail: int) -> list[FrDump]:
     head = data[:64].lstrip()
@@ -128,9 +148,10 @@ def _from_pickle(data: bytes, source: str, rank: int | None, written: float | No
     return dump
 
 
-def _spliced(data: bytes, tail: int) -> dict | None:
-    """The dump's head, first record and newest ``tail`` records, loaded as one pickle; None
-    when the splice cannot be made or checked (the caller reads the whole pickle)."""
+def _spliced(data: bytes, tail: int, end: bytes | None = None) -> dict | None:
+    """The dump's head, first records and newest ``tail`` records, loaded as one pickle; None
+    when the splice cannot be made or checked (the caller reads the whole pickle). ``end``,
+    when given, is the file's last bytes and ``data`` its first ones (read apart)."""
     at = data.find(_KEY_ENTRIES)
     if at < 0 or data.find(_KEY_ENTRIES, at + 1) >= 0:
         return None
@@ -152,32 +173,59 @@ def _spliced(data: bytes, tail: int) -> dict | None:
         sig = b"}(j" + data[key_end + 1:key_end + 5]
     else:
         sig = data[first:key_end]
-    first_next = data.find(sig, key_end)
-    if first_next < 0:
+    if end is None and (not sig or len(sig) < 4):
         return None
     # the newest ``tail`` record openings, searched from the end
-    cut, end = -1, len(data)
+    newest = data if end is None else end
+    cut, stop = -1, len(newest)
     for _ in range(tail):
-        cut = data.rfind(sig, first_next + 1, end)
+        cut = newest.rfind(sig, key_end if end is None else 0, stop)
         if cut < 0:
-            return None  # small enough to read whole
-        end = cut
-    starts = [first_next, cut]
-    try:
-        doc = _unpickle(data[:starts[0]] + data[starts[1]:])
-    except Exception:  # noqa: BLE001 - any failure means: read the whole pickle
-        return None
+            return None  # small enough to read whole (or the end read apart too short)
+        stop = cut
+    # The first records are kept too: a later record refers to the strings (and frames) where
+    # they were first written: a loop's call sites come within its first iteration. More of
+    # the head is kept only while a reference is missing.
+    heads, pos = [], key_end
+    limit = cut if end is None else len(data)
+    for want in HEAD_RECORDS:
+        while len(heads) < want:
+            pos = data.find(sig, pos + 1, limit)
+            if pos < 0:
+                return None
+            heads.append(pos)
+        try:
+            doc = _unpickle(data[:heads[-1]] + newest[cut:])
+        except pickle.UnpicklingError as exc:
+            if "memo" in str(exc).lower():
+                continue
+            return None
+        except Exception:  # noqa: BLE001 - any other failure: read the whole pickle
+            return None
+        return _checked(doc, want, tail)
+    return None
+
+
+def _checked(doc: Any, head: int, tail: int) -> dict | None:
+    """The spliced dump when it holds ``head`` + ``tail`` records of one shape with
+    consecutive record ids across the newest ones; else None."""
     entries = doc.get("entries") if isinstance(doc, dict) else None
-    if not isinstance(entries, list) or len(entries) != tail + 1:
+    if not isinstance(entries, list) or len(entries) != head + tail:
         return None
-    keys = set(entries[0]) if isinstance(entries[0], dict) else None
-    ids = [e.get("record_id") if isinstance(e, dict) else None for e in entries[1:]]
-    if (keys is None or any(not isinstance(e, dict) or set(e) != keys for e in entries[1:])
-            or any(not isinstance(x, int) for x in ids)
-            or any(b - a != 1 for a, b in zip(ids, ids[1:]))):
+    if not isinstance(entries[0], dict):
         return None
-    doc["__skipped__"] = max(0, ids[0] - entries[0].get("record_id", 0) - 1) \
-        if isinstance(entries[0].get("record_id"), int) else 0
+    keys = set(entries[0])
+    newest = entries[head:]
+    ids = [e.get("record_id") if isinstance(e, dict) else None for e in newest]
+    # consecutive ids prove the splice fell on record boundaries; the shape is checked at
+    # both ends of the window
+    if (any(type(x) is not int for x in ids) or ids[-1] - ids[0] != len(ids) - 1
+            or any(b - a != 1 for a, b in zip(ids, ids[1:]))
+            or set(newest[0]) != keys or set(newest[-1]) != keys):
+        return None
+    before = entries[head - 1].get("record_id") if isinstance(entries[head - 1], dict) else None
+    doc["__head__"] = head
+    doc["__skipped__"] = max(0, ids[0] - before - 1) if isinstance(before, int) else 0
     return doc
 
 
@@ -271,9 +319,10 @@ def _from_doc(doc: Any, source: str, rank: int | None, written: float | None, ta
         total = len(raw)
         window = raw if all_pending else raw[-tail:]
     else:
-        window = raw[1:]  # the first record only anchors the splice
+        window = raw[int(doc.get("__head__", 1)):]  # the first records only anchor the splice
         total = len(raw) + int(doc.get("__skipped__", 0))
-    keep = _needed(window)
+    status = doc.get("pg_status")
+    keep = _needed(window, [str(k) for k in status] if isinstance(status, dict) else ())
     frames: dict[int, Frame] = {}  # torch's pickle shares each frame dict: convert it once
     entries = tuple(e for e in (_entry(x, frames) for x in keep) if e is not None)
     return FrDump(rank=rank, source=source, version=version, entries=entries,
@@ -281,16 +330,22 @@ def _from_doc(doc: Any, source: str, rank: int | None, written: float | None, ta
                   total=total, written=written)
 
 
-def _needed(window: list) -> list:
+def _needed(window: list, groups: Iterable[str] = ()) -> list:
     """The records the diagnosis reads, oldest first: every one still pending, and each
-    group's newest finished one (converting all of them would cost more than reading)."""
+    group's newest finished one (converting all of them would cost more than reading). A
+    rank blocks in its oldest pending op, so pending ones are the newest: once every group
+    named in the counters has its finished record, older ones are not needed."""
     out, seen = [], set()
+    left = set(groups)
+    known = bool(left)  # without counters, every record of the window is looked at
     for e in reversed(window):
-        if not isinstance(e, dict):
+        if type(e) is not dict:
             continue
         if not _done(e):
             out.append(e)
             continue
+        if known and not left:
+            break
         pg = e.get("process_group")
         key = (pg[0] if isinstance(pg, (list, tuple)) and pg else e.get("pg_id"),
                bool(e.get("is_p2p")))
@@ -298,6 +353,7 @@ def _needed(window: list) -> list:
             if key in seen:
                 continue
             seen.add(key)
+            left.discard(key[0])
         except TypeError:  # an unhashable name: not torch's
             continue
         out.append(e)
@@ -325,7 +381,7 @@ def _entry(e: Any, cache: dict[int, Frame]) -> FrEntry | None:
         backend, op = "", name
     is_p2p = bool(e.get("is_p2p", op.startswith(("send", "recv"))))
     return FrEntry(
-        group=group, seq=_int(e.get("collective_seq_id")), op=op, desc=desc, backend=backend,
+        group=group, seq=_int(e.get("collective_seq_id", e.get("seq_id"))), op=op, desc=desc, backend=backend,
         p2p_seq=_int(e.get("p2p_seq_id")), is_p2p=is_p2p, record_id=_int(e.get("record_id")),
         op_id=_int(e.get("op_id"), -1),
         state=_text(e.get("state", "")), done=_done(e),

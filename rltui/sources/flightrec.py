@@ -23,11 +23,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rltui.model import OK, UNAVAILABLE, FrDump, FrPoll, ProcInfo, Reading
-from rltui.parsing.flightrec import dump_paths_from_env, from_page, read_dump, rank_from_name
+from rltui.parsing.flightrec import (dump_paths_from_env, from_page, rank_from_name, read_dump,
+                                    read_parts)
 from rltui.sources import safeopen
 
 MAX_DUMP_BYTES = 512 << 20  # 2,000 records with C++ stacks stay far below
 MAX_FILES = 1 << 14
+PART_BYTES = 48 << 10  # of a large dump's head and end read first (64 records fit easily)
 NAME = "flight_recorder"
 
 
@@ -107,11 +109,10 @@ class FlightRecorderSource:
             problems.append(f"{path}: larger than {MAX_DUMP_BYTES >> 20} MiB, not read")
             return []
         try:
-            data = safeopen.read_bytes(path, MAX_DUMP_BYTES + 1)
+            found = _read_file(path, st.st_size, st.st_mtime)
         except OSError as exc:
             problems.append(f"{path}: unreadable: {getattr(exc, 'strerror', None) or exc}")
             return []
-        found = read_dump(data, path, rank=rank_from_name(path), written=st.st_mtime)
         if pid is not None:
             from dataclasses import replace
             found = [replace(d, pid=pid) for d in found]
@@ -137,11 +138,30 @@ class FlightRecorderSource:
         self._cache.clear()
 
 
+def _read_file(path: str, size: int, written: float) -> list[FrDump]:
+    """A dump file: a large pickle from its first and last bytes when they suffice (what the
+    diagnosis reads is there), else the whole file."""
+    rank = rank_from_name(path)
+    if size > 2 * PART_BYTES:
+        fd, _ = safeopen.open_fd(path)
+        with os.fdopen(fd, "rb") as fh:
+            head = fh.read(PART_BYTES)
+            fh.seek(-PART_BYTES, os.SEEK_END)
+            end = fh.read(PART_BYTES)
+        dump = read_parts(head, end, path, rank=rank, written=written)
+        if dump is not None:
+            return [dump]
+    data = safeopen.read_bytes(path, MAX_DUMP_BYTES + 1)
+    return read_dump(data, path, rank=rank, written=written)
+
+
 def _expand(pattern: str) -> list[str]:
     path = os.path.expanduser(pattern)
     if os.path.isdir(path):
         try:
-            return sorted(str(p) for p in Path(path).iterdir() if p.is_file())
+            # not hidden files: a dump being written under a temporary name
+            return sorted(str(p) for p in Path(path).iterdir()
+                          if p.is_file() and not p.name.startswith("."))
         except OSError:
             return []
     if glob.has_magic(path):
