@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from rltui import __version__
 from rltui.diagnosis.exits import exit_of
+from rltui.diagnosis.flightrec import analysis_json
 from rltui.diagnosis.stacks import StackReport, report_json, where
 from rltui.diagnosis.stackview import class_label, member_labels
 from rltui.model import Diagnosis, Frame, NodeSnapshot, ProcInfo, ThreadStack
@@ -151,6 +152,7 @@ def build(inputs: ReportInputs) -> dict[str, Any]:
                       for i in diag.incidents],
         "stacks": report_json(stacks) if stacks is not None else None,
         "class_stacks": _class_stacks(stacks) if stacks is not None else [],
+        "flight_recorder": analysis_json(stacks.flight_recorder) if stacks is not None else None,
         "ranks": _ranks(snap, labels),
         "gpus": [to_data(g) for g in snap.gpus],
         "gpu_simulated": snap.gpu_simulated,
@@ -275,6 +277,7 @@ def to_markdown(doc: Mapping[str, Any]) -> str:
             out += [f"### Class {cs['class']}: {members} "
                     f"(stack of {who}, thread {cs['thread'] or '?'}, {cs['status']})", "",
                     "```"] + _stack_lines(cs["frames"]) + ["```", ""]
+    out += _flight_recorder_md(doc.get("flight_recorder"))
     # Across nodes a host column: pids repeat from node to node.
     across = bool(doc.get("nodes"))
     host_head, host_rule = ("host | ", "---|") if across else ("", "")
@@ -354,3 +357,32 @@ def write_report(folder: str | os.PathLike, doc: Mapping[str, Any]) -> tuple[Pat
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, target)
     return md, js
+
+
+def _flight_recorder_md(fr: dict[str, Any] | None) -> list[str]:
+    """Which collective each rank is in, per group (PyTorch's Flight Recorder), the laggard
+    marked, and the findings."""
+    if not fr or not fr["groups"]:
+        return []
+    out = ["## Flight Recorder", ""]
+    if fr.get("stack_pattern") and fr["pattern"] and fr["stack_pattern"] != fr["pattern"]:
+        out += [f"The stacks alone read pattern {fr['stack_pattern']}; the Flight Recorder "
+                f"decides pattern {fr['pattern']}.", ""]
+    for f in fr["findings"]:
+        out += [f"- **{f['kind']}**: {_cell(f['text'])}"]
+    out += ["", "| group | rank | last completed | last enqueued | pending | since |",
+            "|---|---|---|---|---|---|"]
+    for g in fr["groups"][:32]:
+        for m in g["per_rank"][:256]:
+            done = m["last_completed"]["seq"] if m["last_completed"] else "-"
+            pend = m["pending"]
+            what = (f"{pend['op']} #{pend['seq']}" if pend else
+                    ("no dump" if not m["has_dump"] else "-"))
+            if m["behind"]:
+                what += " (behind)"
+            age = f"{pend['age_s']:.0f} s" if pend and pend.get("age_s") is not None else "-"
+            out.append(f"| {_cell(g['name'])} | {m['rank']} | {done} | {m['last_enqueued']} "
+                       f"| {_cell(what)} | {age} |")
+    out.append("")
+    out += [f"Read: {_cell(p)}" for p in fr["problems"][:8]]
+    return out + ([""] if fr["problems"] else [])
