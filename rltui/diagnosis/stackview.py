@@ -10,7 +10,10 @@ Four views of one report:
   a new tree: a collapsed node stays collapsed and a cursor stays on its node;
 * a side-by-side diff of two stacks (a rank's own frames, or a class's signature), root first,
   with the first frame where they part;
-* ``class_labels``: each rank's class label, for the rank table's stack column.
+* ``class_labels``: each rank's class label, for the rank table's stack column;
+* with the Flight Recorder read (``report.flight_recorder`` with groups), each rank's pending
+  collective (``Pending``), grouped per class (``pending_kinds``), and where the pattern came
+  from (``pattern_source``).
 
 Members are ranks (>= 0) or, for a process with no rank, ``-1 - pid`` (the tree's convention).
 """
@@ -18,14 +21,16 @@ Members are ranks (>= 0) or, for a process with no rank, ``-1 - pid`` (the tree'
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from collections.abc import Collection, Iterable, Sequence
 
 from rltui.diagnosis.stacks import (BUSY_LOOP, EMPTY, HANG, PROGRESSING, UNCLEAR, WORKING,
                                     StackReport)
+from rltui.diagnosis.flightrec import FrAnalysis
 from rltui.diagnosis.stacktree import StackClass, StackNode, identity
-from rltui.model import Frame
+from rltui.model import OK, Frame
 from rltui.parsing.pyspy import trim_path
 from rltui.rankset import compact
 
@@ -105,6 +110,20 @@ def members_text(members: Iterable[int]) -> str:
 def _member_order(member: int) -> tuple[int, int]:
     # Ranks ascending, then processes without a rank by pid.
     return (0, member) if member >= 0 else (1, -1 - member)
+
+
+def pattern_source(report: StackReport) -> str:
+    """``Flight Recorder; stacks alone: C`` when the Flight Recorder decided the pattern
+    (``the stacks agree`` when they read the same one); "" when the stacks did."""
+    fa = report.flight_recorder
+    if fa is None or fa.pattern is None or report.pattern != fa.pattern or \
+            report.verdict in (PROGRESSING, WORKING):
+        return ""
+    if fa.stack_pattern == fa.pattern:
+        return "Flight Recorder; the stacks agree"
+    if fa.stack_pattern:
+        return f"Flight Recorder; stacks alone: {fa.stack_pattern}"
+    return "Flight Recorder"
 
 
 def pattern_name(report: StackReport) -> str:
@@ -189,6 +208,89 @@ def class_labels(report: StackReport) -> dict[int, str]:
     """``rank -> "#1"``: the class of every rank that has a stack (processes without a rank
     are left out)."""
     return {m: label for m, label in member_labels(report).items() if m >= 0}
+
+
+# -- the Flight Recorder's collectives -------------------------------------------------------------
+
+NOTHING_PENDING = "nothing pending"
+NO_DUMP = "no dump"
+# flightrec.FrAnalysis.wait_of: "all_reduce #6 of default_pg [4] Float, 12 s"
+_WAIT = re.compile(r"^(?P<what>.*?)(?: (?P<sizes>\[[^\]]*\](?: \S+)?))?(?:, (?P<age>\d+) s)?$")
+
+
+def fr_of(report: StackReport) -> FrAnalysis | None:
+    """The report's Flight Recorder reading when it has groups (else nothing to show)."""
+    fa = report.flight_recorder
+    return fa if fa is not None and fa.groups else None
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A rank's pending collective, in parts so a narrow column keeps what matters: ``what``
+    (``all_reduce #4 of default_pg``, or ``nothing pending`` / ``no dump``), the tensors
+    (``[4] Float``) and how long it has waited (seconds, at the dump's time)."""
+
+    what: str
+    sizes: str = ""
+    age_s: int | None = None
+
+    @property
+    def waiting(self) -> bool:
+        return self.what not in (NOTHING_PENDING, NO_DUMP, "")
+
+    @property
+    def short(self) -> str:
+        """Without the op: ``#4 of default_pg``."""
+        op, sep, rest = self.what.partition(" #")
+        return f"#{rest}" if sep and self.waiting else self.what
+
+    def texts(self) -> list[str]:
+        """Longest first: with the tensors and the age, with the age, the collective alone."""
+        age = f", {self.age_s} s" if self.age_s is not None else ""
+        out = [f"{self.what} {self.sizes}{age}" if self.sizes else f"{self.what}{age}",
+               f"{self.what}{age}", self.what]
+        return list(dict.fromkeys(out))
+
+
+def pending_of(fa: FrAnalysis, rank: int) -> Pending:
+    text = fa.wait_of(rank)
+    if not text:
+        dumped = any(d.rank == rank and d.status == OK for d in fa.dumps)
+        return Pending(NOTHING_PENDING if dumped else NO_DUMP)
+    m = _WAIT.match(text)
+    if m is None:  # pragma: no cover - the regex matches any text
+        return Pending(text)
+    age = m.group("age")
+    return Pending(m.group("what"), m.group("sizes") or "", int(age) if age else None)
+
+
+def pending_kinds(fa: FrAnalysis, members: Iterable[int]
+                  ) -> list[tuple[Pending, tuple[int, ...]]]:
+    """The ranks among ``members`` grouped by their pending collective (the same op, id, group
+    and tensors; the age shown is the longest), the most common first. Processes without a
+    rank are left out."""
+    kinds: dict[tuple[str, str], list[tuple[Pending, int]]] = {}
+    for m in members:
+        if m < 0:
+            continue
+        p = pending_of(fa, m)
+        kinds.setdefault((p.what, p.sizes), []).append((p, m))
+    out = []
+    for (what, sizes), rows in kinds.items():
+        ages = [p.age_s for p, _ in rows if p.age_s is not None]
+        out.append((Pending(what, sizes, max(ages) if ages else None),
+                    tuple(sorted(r for _, r in rows))))
+    out.sort(key=lambda k: (not k[0].waiting, -len(k[1]), k[1][0]))
+    return out
+
+
+def fit_first(texts: Sequence[str], width: int) -> str:
+    """The first of ``texts`` (longest first) that fits ``width``, else the last one cut."""
+    for t in texts:
+        if len(t) <= width:
+            return t
+    last = texts[-1] if texts else ""
+    return last[:max(0, width - 1)] + "…" if width > 0 else ""
 
 
 # -- the merged tree -------------------------------------------------------------------------------
@@ -414,6 +516,7 @@ class StackView:
         root = self.tree.root if self.tree is not None else None
         self.divergence_path: list[int] = divergence_keys(root) if root is not None else []
         self._facts: dict[int, _NodeFacts] = {}  # by id(node): the tree lives as long as self
+        self.fr = fr_of(report)
 
     # -- tree
     @property
@@ -468,12 +571,32 @@ class StackView:
             return "(none)"
         return f"{member_text(side.member)} ({self.label_of(side.member)})"
 
+    def side_members(self, side: Side) -> tuple[int, ...]:
+        if side.is_class:
+            i = self.class_index(side.class_key)
+            return tuple(self.report.classes[i].members) if i is not None else ()
+        return (side.member,) if side.member is not None else ()
+
+    def side_pending(self, side: Side) -> list[str]:
+        """The side's pending collective, longest text first (``[]`` without the Flight
+        Recorder): a rank's, a class's when its ranks share one, else ``N kinds``."""
+        if self.fr is None:
+            return []
+        kinds = pending_kinds(self.fr, self.side_members(side))
+        if not kinds:
+            return []
+        if len(kinds) > 1:
+            return [f"{len(kinds)} kinds"]
+        p = kinds[0][0]
+        return list(dict.fromkeys([p.what, p.short]))
+
     def class_side(self, index: int) -> Side:
         return Side(class_key=self.classes[index].key)
 
     def default_sides(self) -> tuple[Side, Side]:
         """The first member of the largest class against the first of the next (the odd one
-        out); with one class, its first two members."""
+        out); with one class, its first two members, or, with the Flight Recorder, its first
+        member against the first that is pending in another collective."""
         cls = self.report.classes
         if not cls:
             return Side(), Side()
@@ -481,6 +604,13 @@ class StackView:
         if len(cls) > 1:
             return Side(member=first), Side(member=min(cls[1].members, key=_member_order))
         ordered = sorted(cls[0].members, key=_member_order)
+        if self.fr is not None and len(ordered) > 1:
+            # one stack for all: the first rank the Flight Recorder finds in another collective
+            mine = pending_of(self.fr, first).what if first >= 0 else None
+            other = next((m for m in ordered[1:]
+                          if m >= 0 and pending_of(self.fr, m).what != mine), None)
+            if other is not None:
+                return Side(member=first), Side(member=other)
         return Side(member=first), Side(member=ordered[1] if len(ordered) > 1 else first)
 
     def step(self, side: Side, delta: int) -> Side:

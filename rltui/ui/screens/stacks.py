@@ -3,7 +3,10 @@
 From top to bottom: the verdict (pattern and title), its explanation with the ranks that have
 no stack, the class list, then the merged tree and the side-by-side diff of two stacks (beside
 each other from 120 columns, one above the other below that) with the source lines of the
-diff's cursor row. Opened from the monitor (``s``) or by ``rltui stacks DIR``; ``show_report``
+diff's cursor row. With the Flight Recorder read, the title says when it decided the pattern,
+the class list and the diff's headers name each rank's pending collective, and ``f`` opens its
+groups (``FlightRecorderScreen``). Opened from the monitor (``s``) or by ``rltui stacks DIR``;
+``show_report``
 takes a newer report while it is open and keeps what the user was looking at: the sides of the
 diff, the collapsed nodes and each cursor, as long as they still exist.
 
@@ -26,7 +29,9 @@ from textual.widgets import Footer, Static
 
 from rltui.config import THEMES
 from rltui.diagnosis.stacks import HANG, PROGRESSING, WORKING, StackReport
-from rltui.diagnosis.stackview import Side, StackView, member_text, pattern_name
+from rltui.diagnosis.stackview import (Side, StackView, member_text, pattern_name,
+                                       pattern_source)
+from rltui.ui.screens.flightrec import FlightRecorderScreen
 from rltui.ui.themes import Palette, load_theme
 from rltui.ui.widgets.stack_classes import StackClassPane
 from rltui.ui.widgets.stack_diff import StackDiffPane
@@ -47,6 +52,9 @@ class StacksScreen(Screen):
     BINDINGS = [
         Binding("escape,q", "close", "Close", id="rltui.stacks.close",
                 tooltip="zoom out, else close the compare screen"),
+        Binding("f", "flight_recorder", "Groups", id="rltui.stacks.flight_recorder",
+                tooltip="the Flight Recorder's groups: each rank's sequence ids, the ranks "
+                        "behind, the findings (when its dumps were read)"),
         Binding("left_square_bracket", "step_right(-1)", "Prev right rank", group=RIGHT_RANK,
                 id="rltui.stacks.right_prev",
                 tooltip="the rank before on the right-hand side of the diff"),
@@ -253,7 +261,12 @@ class StacksScreen(Screen):
             pal.ok if report.verdict in (PROGRESSING, WORKING) else pal.info
         out = Text(no_wrap=True, overflow="ellipsis")
         out.append(f" {pattern_name(report)} ", style=f"bold reverse {colour}")
-        out.append(f" {report.title}", style="bold")
+        source = pattern_source(report)
+        title = report.title
+        if source:
+            out.append(f" ({source})", style=f"bold {colour}")
+            title = title.removesuffix(" (Flight Recorder)")
+        out.append(f" {title}", style="bold")
         samples = f"{report.samples} sample{'s' if report.samples != 1 else ''}"
         out.append(f"  {samples}", style=pal.dim)
         if self.subtitle:
@@ -402,3 +415,16 @@ class StacksScreen(Screen):
 
     def action_zoom(self) -> None:
         toggle_zoom(self)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "flight_recorder":  # in the footer only when the dumps were read
+            return self.report.flight_recorder is not None
+        return True
+
+    def action_flight_recorder(self) -> None:
+        fa = self.report.flight_recorder
+        if fa is None:
+            return
+        source = pattern_source(self.report)
+        pattern = f"{pattern_name(self.report)}" + (f" ({source})" if source else "")
+        self.app.push_screen(FlightRecorderScreen(fa, self.palette, pattern=pattern))

@@ -65,7 +65,10 @@ class StackSummary(VerticalScroll):
         yield self.body
 
     def show(self, report: StackReport, palette: Palette, problems: Sequence[str] = ()) -> None:
-        self._text = summary_text(report, palette, problems)
+        self.show_text(summary_text(report, palette, problems))
+
+    def show_text(self, text: Text) -> None:
+        self._text = text
         self.body.update(self._text)
         self._fit()
 
