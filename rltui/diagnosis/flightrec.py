@@ -523,8 +523,9 @@ def apply(report: Any, fa: FrAnalysis | None) -> Any:
         # says (an exit, another call): the stacks' pattern stands, the laggard is named
         pattern = None
     suspects = tuple(sorted(set(report.suspect_ranks) | set(fa.suspects)))
-    said = (f" The stacks alone read pattern {report.pattern}; the Flight Recorder decides."
-            if report.pattern and report.pattern != pattern and pattern else "")
+    overruled = bool(report.pattern and pattern and report.pattern != pattern)
+    said = (f" The stacks alone read pattern {report.pattern} ({report.title}); the Flight "
+            "Recorder decides." if overruled else "")
     text = f"Flight Recorder: {fa.text}{said}"
     if pattern is None:
         return replace(report, flight_recorder=fa, suspect_ranks=suspects,
@@ -535,7 +536,9 @@ def apply(report: Any, fa: FrAnalysis | None) -> Any:
               SAME: "All ranks wait in the same collective (Flight Recorder)"}
     kind = next(f.kind for f in fa.findings if f.kind in titles)
     verdict = st.HANG if report.verdict in (st.EMPTY, st.UNCLEAR) else report.verdict
-    stack_text = "" if report.verdict == st.EMPTY else report.explanation
+    # the stacks' own reasoning would argue the pattern just overruled: keep its notes only
+    stack_text = ("" if report.verdict == st.EMPTY else
+                  " ".join(report.notes) if overruled else report.explanation)
     # a collective pending for a while in the dump is a stall seen over time, not one glance
     ages = [m.age_s for v in fa.groups for m in v.members if m.age_s is not None]
     confirmed = report.confirmed or max(ages, default=0.0) >= CONFIRM_AGE_S
