@@ -80,7 +80,9 @@ def _bundle(args: argparse.Namespace, main_cli):
         from dataclasses import replace
         settings = replace(settings, pyspy=replace(settings.pyspy, interval=0))
     from rltui.sources.bundle import live_bundle
-    bundle = live_bundle(settings, match, pids, main_cli.log_globs(args))
+    # The Flight Recorder's dumps are not part of the agent's protocol yet (docs/flight-recorder.md)
+    bundle = live_bundle(settings, match, pids, main_cli.log_globs(args),
+                         find_flight_recorder=False)
     return bundle, settings.pyspy.interval > 0
 
 
