@@ -304,3 +304,26 @@ def test_the_ranks_environment_names_the_dumps_and_an_old_one_is_not_theirs(tmp_
     poll = FlightRecorderSource([str(tmp_path / "dir")]).poll().payload
     assert [d.rank for d in poll.dumps] == [0]
     assert any("nccl_trace_rank_1" in p and "kernel" in p for p in poll.problems), poll.problems
+
+
+def test_the_debug_servers_stack_pages_are_stack_rounds(tmp_path):
+    """/stacks (faulthandler text per rank) and /pyspy_dump read as one dump per rank; the
+    dump_dir's stacks file (the same sections under '=== Rank N: ... ===') reads as saved
+    stacks."""
+    import html
+    import re
+
+    from rltui.sources.dumpfolder import read_dump_folder
+    from rltui.sources.torchdebug import stacks_from_page
+    for page in ("stacks.html", "pyspy_dump.html"):
+        dumps, problems = stacks_from_page((PAGES / page).read_text(), page)
+        assert [d.rank for d in dumps] == [0, 1, 2, 3] and not problems
+        names = [f.name for d in dumps for t in d.threads for f in t.frames]
+        assert "reduce_in" in names or "Trainer.reduce_in" in names, names
+    text = (PAGES / "stacks.html").read_text()
+    parts = re.findall(r"<h2>Rank (\d+): ([^<]*)</h2>.*?<pre>(.*?)</pre>", text, re.S)
+    saved = tmp_path / "stacks_20261202_063000.txt"
+    saved.write_text("\n".join(f"=== Rank {r}: {a} ===\n{html.unescape(t)}" for r, a, t in parts))
+    dumps, problems = read_dump_folder(str(saved))
+    assert [d.rank for d in dumps] == [0, 1, 2, 3] and not problems
+    assert classify([dumps]).pattern == "C"
