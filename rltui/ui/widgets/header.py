@@ -70,7 +70,11 @@ class HeaderBar(Static):
         out.append("\n")
         th = view.thresholds
         first = True
+        fr = snap.flight_recorder
         for state in snap.sources:
+            if state.name == "flight_recorder" and state.status == "ok" and not (
+                    fr is not None and fr.dumps):
+                continue  # looked for the ranks' dumps, none written: nothing to say
             label, kind = source_label(state, snap.timestamp, view.intervals.get(state.name),
                                        th.stale_after_intervals)
             style = {"failed": f"bold {pal.bad}", "stale": pal.warn, "waiting": pal.dim}.get(
