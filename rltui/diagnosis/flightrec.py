@@ -48,6 +48,11 @@ NEXT = {
     BEHIND: "Look at the rank named as behind: its stack shows where it is instead of the "
             "collective (a branch that skipped it, a slow data load, a stuck GPU).",
 }
+NO_DUMP_YET = ("The ranks record a Flight Recorder buffer but no dump is written yet: NCCL writes "
+               "it when the watchdog times out (TORCH_NCCL_DUMP_ON_TIMEOUT=1, after the "
+               "group's timeout), to TORCH_FR_DUMP_TEMP_FILE + rank. A job started with "
+               "TORCH_NCCL_DEBUG_INFO_PIPE_FILE dumps now when that path + rank is written "
+               "to (echo 1 > PATH<rank>); rltui reads the dumps as they appear.")
 CONFIRM_AGE_S = 5.0  # a record pending this long at the dump's time confirms the stall
 TURN_ON = ("Turn on PyTorch's Flight Recorder for the next run: TORCH_FR_BUFFER_SIZE=2000 "
            "(older torch: TORCH_NCCL_TRACE_BUFFER_SIZE), TORCH_NCCL_DUMP_ON_TIMEOUT=1 and "
@@ -584,9 +589,9 @@ def read_beside(report: Any, snap: Any) -> Any:
         if poll is not None and (poll.dumps or poll.problems) else None
     if fa is not None and fa.groups:
         return apply(report, fa)
-    if report.pattern == "C" and (poll is None or poll.enabled is not True) and \
-            recording(snap) is not True:
-        report = replace(report, advice=report.advice + (TURN_ON,))
+    if report.pattern == "C" and not (fa is not None and fa.groups):
+        on = recording(snap) is True or (poll is not None and poll.enabled is True)
+        report = replace(report, advice=report.advice + ((NO_DUMP_YET,) if on else (TURN_ON,)))
     return replace(report, flight_recorder=fa) if fa is not None else report
 
 

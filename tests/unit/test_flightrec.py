@@ -327,3 +327,12 @@ def test_the_debug_servers_stack_pages_are_stack_rounds(tmp_path):
     dumps, problems = read_dump_folder(str(saved))
     assert [d.rank for d in dumps] == [0, 1, 2, 3] and not problems
     assert classify([dumps]).pattern == "C"
+
+
+def test_pattern_c_with_a_recorder_on_but_no_dump_says_when_one_comes():
+    from rltui.model import NodeSnapshot, ProcInfo
+    stacks = classify([[waiting(r) for r in range(4)]] * 2)
+    snap = NodeSnapshot(timestamp=0.0, procs=(ProcInfo(pid=1, rank=0, debug_env=(
+        ("TORCH_FR_BUFFER_SIZE", "2000"),)),), flight_recorder=FrPoll(enabled=True))
+    steps = symptoms(fr.read_beside(stacks, snap))[0].next_steps
+    assert fr.NO_DUMP_YET in steps and fr.TURN_ON not in steps
