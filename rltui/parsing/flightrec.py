@@ -443,7 +443,13 @@ def from_page(text: str, source: str, *, written: float | None = None,
             out.append(FrDump(rank=rank, source=where, status=ERROR, written=written,
                               message="the rank's section is not a Flight Recorder dump"))
             continue
-        out.append(_from_doc(doc, where, rank, written, tail, whole=True))
+        try:
+            out.append(_from_doc(doc, where, rank, written, tail, whole=True))
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError,
+                OverflowError) as exc:  # this rank's section only: the others are read
+            out.append(FrDump(rank=rank, source=where, status=ERROR, written=written,
+                              message=str(exc)[:300] if isinstance(exc, DumpError) else
+                              f"not a Flight Recorder dump ({type(exc).__name__})"))
     return out
 
 

@@ -137,7 +137,10 @@ class FlightRecorderSource:
         try:
             return from_page(text, page, written=now)
         except ValueError as exc:
-            problems.append(f"{page}: {exc}")
+            problems.append(f"{page}: {str(exc)[:300]}")
+            return []
+        except Exception as exc:  # noqa: BLE001 - a hostile page: one line, the rest read
+            problems.append(f"{page}: not the debug server's page ({type(exc).__name__})")
             return []
 
     def close(self) -> None:

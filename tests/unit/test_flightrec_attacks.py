@@ -690,3 +690,14 @@ def test_an_environment_named_dump_planted_by_another_user_is_not_read(tmp_path,
     os.utime(path)  # changed: read again
     poll = source.FlightRecorderSource(procs=lambda: [proc]).poll().payload
     assert not poll.dumps and any("not read" in p and "4242" in p for p in poll.problems)
+
+
+def test_one_bad_section_of_the_page_leaves_the_others_read():
+    good = json.dumps({"entries": [record(1, pending=True)]})
+    page = (f"<h2>Rank 0: a</h2><pre>{good}</pre>"
+            "<h2>Rank 1: b</h2><pre>{\"entries\": 7}</pre>"
+            "<h2>Rank 2: c</h2><pre>" + "[" * 100_000 + "</pre>"
+            f"<h2>Rank 3: d</h2><pre>{good}</pre>")
+    got = {d.rank: d for d in reader.read_dump(page.encode(), "page.html")}
+    assert [got[r].status for r in range(4)] == ["ok", "error", "error", "ok"]
+    assert "entries is not a list" in got[1].message
