@@ -363,9 +363,14 @@ def _checked(doc: Any, head: int, tail: int) -> dict | None:
             or any(b - a != 1 for a, b in zip(ids, ids[1:]))
             or set(newest[0]) != keys or set(newest[-1]) != keys):
         return None
-    before = entries[head - 1].get("record_id") if isinstance(entries[head - 1], dict) else None
+    # the first records too: the records skipped are counted from the ids on both sides
+    first = [e.get("record_id") if isinstance(e, dict) else None for e in entries[:head]]
+    if (any(type(x) is not int for x in first)
+            or any(b - a != 1 for a, b in zip(first, first[1:])) or ids[0] <= first[-1]):
+        return None
+    before = first[-1]
     doc["__head__"] = head
-    doc["__skipped__"] = max(0, ids[0] - before - 1) if isinstance(before, int) else 0
+    doc["__skipped__"] = ids[0] - before - 1
     return doc
 
 
