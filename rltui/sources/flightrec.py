@@ -251,6 +251,8 @@ def fetch_text(url: str, timeout: float, limit: int = MAX_PAGE_BYTES) -> str:
             raise OSError(f"larger than {limit >> 20} MiB, not read")
     except (TimeoutError, socket.timeout):
         raise OSError(f"no complete answer within {timeout:g} s") from None
+    except ValueError as exc:  # a host or path http.client refuses (control characters...)
+        raise OSError(f"not an address rltui can ask ({type(exc).__name__})") from None
     except http.client.HTTPException as exc:
         if fired.is_set() or time.monotonic() >= deadline:
             raise OSError(f"no complete answer within {timeout:g} s") from None

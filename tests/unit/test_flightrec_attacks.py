@@ -710,3 +710,12 @@ def test_one_bad_section_of_the_page_leaves_the_others_read():
     got = {d.rank: d for d in reader.read_dump(page.encode(), "page.html")}
     assert [got[r].status for r in range(4)] == ["ok", "error", "error", "ok"]
     assert "entries is not a list" in got[1].message
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:1/\x1b[2J", "http://127.0.0.1:1/é",
+                                 "http://[::1", "http://127.0.0.1:99999/", "ftp://x/",
+                                 "http://:80/", "file:///etc/passwd"])
+def test_addresses_that_are_no_server_are_one_line(url):
+    with pytest.raises(OSError) as err:
+        source.fetch_text(url, 1.0)
+    assert "\n" not in str(err.value)
