@@ -163,6 +163,7 @@ def analyse(poll: FrPoll | None, *, expected_ranks: Iterable[int] = (),
         return None
     problems = list(poll.problems)
     by_rank: dict[int, FrDump] = {}
+    twice = 0
     for d in poll.dumps:
         if d.status != OK:
             problems.append(f"{d.source}: {d.message}")
@@ -171,8 +172,18 @@ def analyse(poll: FrPoll | None, *, expected_ranks: Iterable[int] = (),
             problems.append(f"{d.source}: no rank in its name or content; left out")
             continue
         old = by_rank.get(d.rank)
-        if old is None or (d.written or 0) >= (old.written or 0):
+        if old is None:
             by_rank[d.rank] = d
+            continue
+        # two dumps claim one rank (nccl_trace_rank_1 and nccl_trace_rank_01, two folders):
+        # the newer is read, on a tie the first by name, whatever order they came in
+        keep, drop = ((d, old) if ((d.written or 0), old.source) > ((old.written or 0), d.source)
+                      else (old, d))
+        by_rank[d.rank] = keep
+        twice += 1
+        if twice <= 8:
+            problems.append(f"rank {d.rank}: {drop.source} and {keep.source} both hold its "
+                            f"dump; {keep.source} is read")
     if not by_rank:
         if problems or poll.enabled is not None:
             return FrAnalysis(dumps=poll.dumps, groups=(), findings=(), pattern=None,

@@ -42,11 +42,19 @@ HEAD_RECORDS = (8, 64, 512)  # first records kept with them, more only when need
 MAX_FRAMES = 48
 MAX_TEXT = 400  # characters of any one name, file name or op
 MAX_SIZES = 16  # tensors per record whose sizes are kept
-MAX_RANKS_TEXT = 1 << 20  # characters of a group's rank list
+MAX_RANKS_TEXT = 4 << 20  # characters of all the groups' rank lists together
+MAX_RANKS = 1 << 20  # ranks of all the groups together
+MAX_WINDOW = 1 << 12  # records looked at when all the newest are pending (2x the default buffer)
 MAX_INT = 1 << 63
+# A whole read builds every object of the dump at once. What that costs is bounded before it
+# starts: a pickle's empty containers (one byte each, ~64 bytes in memory) and its references
+# (8 bytes each) are counted from its bytes, a JSON text costs at most ~24 bytes a byte.
+MAX_WHOLE_BYTES = 64 << 20  # a pickle read whole (2,000 records with C++ stacks: tens of MB)
+MAX_JSON_BYTES = 16 << 20  # a JSON dump, or one rank's section of the debug server's page
+MAX_MEMORY = 1 << 30  # what a whole read may build, estimated (from above) from its bytes
 
 _KEY_ENTRIES = b"X\x07\x00\x00\x00entries"
-_RANK_TAIL = re.compile(r"(\d{1,7})(?:\.(?:pkl|pickle|json))?$")
+_RANK_TAIL = re.compile(r"(?<!\d)(\d{1,7})(?:\.(?:pkl|pickle|json))?$")
 _RANK_HEAD = re.compile(r"<h2>\s*Rank\s+(\d{1,7})\s*:\s*([^<]{0,300})</h2>", re.I)
 _FAILED = re.compile(r"<p>\s*Failed to fetch: status=(\d{1,3})", re.I)
 _DIGITS = re.compile(r"-?\d{1,7}")
@@ -65,9 +73,131 @@ class _NoGlobals(pickle.Unpickler):
             "data only, so this one is refused (not loaded)")
 
 
+# -- what a pickle may hold, checked before the C unpickler sees it ----------------------------
+# The C unpickler trusts a PUT's memo index: ``r\xff\xff\xff\x7f`` (5 bytes) makes it allocate
+# and zero a 32 GB memo. Every opcode is walked first (runs of fixed-length opcodes by one
+# regex, the rest here): code-reaching opcodes are refused by name, memo indices bounded.
+_RUN = re.compile(
+    rb"(?:[()\]N0-2laeutds}\x85-\x89\x8f\x90\x91\x94]|[hqK\x80].|M..|[Jj]....|r..\x00\x00"
+    rb"|G........|\x95........|\x8a(?:\x00|\x01.|\x02..|\x03...|\x04....|\x05.....|\x06......"
+    rb"|\x07.......|\x08........))*+", re.S)
+# the same without MEMOIZE and FRAME: a splice needs every memo slot named
+_RUN_SPLICE = re.compile(_RUN.pattern.replace(b"\\x91\\x94]", b"\\x91]").replace(
+    b"|\\x95........", b""), re.S)
+_CODE = {b"c": "GLOBAL", b"\x93": "STACK_GLOBAL", b"R": "REDUCE", b"b": "BUILD", b"i": "INST",
+         b"o": "OBJ", b"\x81": "NEWOBJ", b"\x92": "NEWOBJ_EX", b"\x82": "EXT1", b"\x83": "EXT2",
+         b"\x84": "EXT4", b"P": "PERSID", b"Q": "BINPERSID", b"\x97": "NEXT_BUFFER",
+         b"\x98": "READONLY_BUFFER"}
+_SIZED = {b"X": 4, b"T": 4, b"B": 4, b"U": 1, b"C": 1, b"\x8c": 1, b"\x8d": 8, b"\x8e": 8,
+          b"\x96": 8, b"\x8a": 1, b"\x8b": 4}
+_LINE = b"ILFSVgp"
+MAX_LINE = 1 << 16  # a protocol 0 argument (a number, a string)
+
+
+def _walk(data: bytes, *, splice: bool = False) -> None:
+    """DumpError for an opcode that reaches code, a memo index beyond what ``data`` could
+    fill, or bytes that are no pickle; with ``splice``, for MEMOIZE and FRAME too (implicit
+    memo slots and frame lengths change meaning once the middle is left out)."""
+    run = _RUN_SPLICE.match if splice else _RUN.match
+    i, n = 0, len(data)
+    bound = max(n, 256)  # a memo index: one slot per object, every object at least a byte
+    while i < n:
+        i = run(data, i).end()
+        op = data[i:i + 1]
+        if not op:
+            break
+        if op == b".":
+            return
+        if op in _SIZED:
+            w = _SIZED[op]
+            size = int.from_bytes(data[i + 1:i + 1 + w], "little")
+            i += 1 + w + size
+            if i > n:  # never let the unpickler allocate what a length claims
+                raise DumpError("the pickle is cut short (truncated): the dump may still be "
+                                "being written")
+        elif op == b"r":
+            if int.from_bytes(data[i + 1:i + 5], "little") > bound:
+                raise DumpError("a pickle that sets memo slot "
+                                f"{int.from_bytes(data[i + 1:i + 5], 'little')}: more than "
+                                "its size allows, not a Flight Recorder dump torch writes")
+            i += 5
+        elif op in _LINE:
+            end = data.find(b"\n", i + 1, i + 2 + MAX_LINE)
+            if end < 0:
+                raise DumpError("a protocol 0 pickle with an argument longer than "
+                                f"{MAX_LINE} bytes: not read")
+            if op == b"p":
+                arg = data[i + 1:end].strip()
+                if not arg.isdigit() or len(arg) > 12 or int(arg) > bound:
+                    raise DumpError("a pickle that sets an unbounded memo slot: not read")
+            i = end + 1
+        elif op in (b"\x94", b"\x95"):
+            raise DumpError("implicit memo slots or frames: no splice")
+        elif op == b"c":
+            module, name = (data[i + 1:i + 400].split(b"\n") + [b"", b""])[:2]
+            raise DumpError(
+                f"the pickle names {module.decode('utf-8', 'replace')[:60]}."
+                f"{name.decode('utf-8', 'replace')[:60]}: a Flight Recorder dump holds plain "
+                "data only, so this one is refused (not loaded)")
+        elif op in _CODE:
+            raise DumpError(f"the pickle calls or builds objects ({_CODE[op]}): a Flight "
+                            "Recorder dump holds plain data only, so this one is refused "
+                            "(not loaded)")
+        elif op in b"hqK\x80MJjrG\x95\x8a" and n - i <= 9:
+            break  # cut short: the unpickler says so
+        else:
+            raise DumpError(f"not a Flight Recorder dump (byte {op!r} at {i} is no pickle "
+                            "opcode rltui reads)")
+
+
+_walked: list[bytes] = []  # the splice just walked it (more strictly): not walked twice
+
+
 def _unpickle(data: bytes) -> Any:
+    _check_cost(data)
+    if not (_walked and _walked[-1] is data):
+        _walk(data)
     # A buffered reader gives the C unpickler its fast path (peek); a bare BytesIO is 3x slower.
     return _NoGlobals(io.BufferedReader(io.BytesIO(data), 1 << 20)).load()
+
+
+# opcodes that make a container (an empty list/dict/set, a tuple) or a new small object (a
+# short string or bytes, an int, a float) in one to three bytes
+_CONTAINERS = (b"]", b"}", b"l", b"d", b"t", b"\x85", b"\x86", b"\x87", b"\x8f", b"\x91")
+_SMALL = (b"\x8c", b"U", b"C", b"M", b"\x8a", b"F", b"V", b"S", b"I", b"L")
+_NOT_CONTAINERS = bytes(b for b in range(256) if bytes([b]) not in _CONTAINERS)
+_NOT_SMALL = bytes(b for b in range(256) if bytes([b]) not in _SMALL)
+
+
+def _check_cost(data: bytes) -> None:
+    """DumpError when reading ``data`` whole could build more than MAX_MEMORY: an upper
+    bound from its bytes (every empty list/dict/tuple opcode is one byte, every other object
+    at least one byte and a pointer)."""
+    if len(data) > MAX_WHOLE_BYTES:
+        raise DumpError(f"a pickle of {len(data) >> 20} MiB: larger than rltui reads whole "
+                        f"({MAX_WHOLE_BYTES >> 20} MiB)")
+    containers = len(data.translate(None, _NOT_CONTAINERS))
+    small = len(data.translate(None, _NOT_SMALL))
+    cost = 16 * len(data) + 256 * containers + 64 * small
+    if cost > MAX_MEMORY:
+        raise DumpError(f"a pickle of {len(data) >> 10} KiB that would build about "
+                        f"{cost >> 20} MiB of objects (at most {MAX_MEMORY >> 20} MiB): not a "
+                        "Flight Recorder dump torch writes, not read")
+
+
+def _check_json(n: int) -> None:
+    if n > MAX_JSON_BYTES:
+        raise DumpError(f"a JSON of {n >> 20} MiB: larger than rltui reads "
+                        f"({MAX_JSON_BYTES >> 20} MiB)")
+
+
+def _rank(v: Any) -> int | None:
+    """A rank as a dump or a page writes it: an int (not a bool) or digits, 0 to 10^7."""
+    if isinstance(v, str) and 0 < len(v.strip()) <= 7 and v.strip().isdigit():
+        v = int(v.strip())
+    if type(v) is int and 0 <= v < 10 ** 7:
+        return v
+    return None
 
 
 def rank_from_name(name: str) -> int | None:
@@ -119,10 +249,14 @@ def _read(data: bytes, source: str, rank: int | None, written: float | None,
     if data[:1] == b"\x80":
         return [_from_pickle(data, source, rank, written, tail)]
     if head[:1] in (b"{", b"["):
+        _check_json(len(data))
         doc = json.loads(data)
         return _from_json(doc, source, rank, written, tail)
     text = data[:1 << 16].decode("utf-8", "replace")
     if _RANK_HEAD.search(text) or b"<h2" in data[:1 << 16]:
+        if len(data) > MAX_WHOLE_BYTES:
+            raise DumpError(f"a page of {len(data) >> 20} MiB: larger than rltui reads "
+                            f"({MAX_WHOLE_BYTES >> 20} MiB)")
         return from_page(data.decode("utf-8", "replace"), source, written=written, tail=tail)
     if not data:
         raise DumpError("empty file: the dump may still be being written")
@@ -195,7 +329,13 @@ def _spliced(data: bytes, tail: int, end: bytes | None = None) -> dict | None:
                 return None
             heads.append(pos)
         try:
-            doc = _unpickle(data[:heads[-1]] + newest[cut:])
+            stream = data[:heads[-1]] + newest[cut:]
+            _walk(stream, splice=True)
+            _walked[:] = [stream]
+            try:
+                doc = _unpickle(stream)
+            finally:
+                _walked.clear()
         except pickle.UnpicklingError as exc:
             if "memo" in str(exc).lower():
                 continue
@@ -223,9 +363,14 @@ def _checked(doc: Any, head: int, tail: int) -> dict | None:
             or any(b - a != 1 for a, b in zip(ids, ids[1:]))
             or set(newest[0]) != keys or set(newest[-1]) != keys):
         return None
-    before = entries[head - 1].get("record_id") if isinstance(entries[head - 1], dict) else None
+    # the first records too: the records skipped are counted from the ids on both sides
+    first = [e.get("record_id") if isinstance(e, dict) else None for e in entries[:head]]
+    if (any(type(x) is not int for x in first)
+            or any(b - a != 1 for a, b in zip(first, first[1:])) or ids[0] <= first[-1]):
+        return None
+    before = first[-1]
     doc["__head__"] = head
-    doc["__skipped__"] = max(0, ids[0] - before - 1) if isinstance(before, int) else 0
+    doc["__skipped__"] = ids[0] - before - 1
     return doc
 
 
@@ -248,14 +393,14 @@ def _from_json(doc: Any, source: str, rank: int | None, written: float | None,
     if isinstance(doc, list):
         for i, one in enumerate(doc[:1 << 16]):
             if isinstance(one, dict):
-                r = one.get("rank", i)
-                out.append(_from_doc(one, f"{source}#{i}", r if isinstance(r, int) else i,
+                r = _rank(one.get("rank", i))
+                out.append(_from_doc(one, f"{source}#{i}", i if r is None else r,
                                      written, tail, whole=True))
     elif isinstance(doc, dict):
         for key, one in list(doc.items())[:1 << 16]:
             if isinstance(one, dict):
-                r = one.get("rank", rank_from_name(str(key)))
-                out.append(_from_doc(one, f"{source}#{key}", r if isinstance(r, int) else None,
+                r = _rank(one.get("rank", rank_from_name(str(key)[:300])))
+                out.append(_from_doc(one, f"{source}#{str(key)[:120]}", r,
                                      written, tail, whole=True))
     if not out:
         raise DumpError("JSON without Flight Recorder entries")
@@ -286,11 +431,16 @@ def from_page(text: str, source: str, *, written: float | None = None,
             continue
         body = part[pre + 5:]
         try:
+            _check_json(len(body))
             doc, _ = decoder.raw_decode(body.lstrip())
-        except ValueError:
+        except DumpError as exc:
+            out.append(FrDump(rank=rank, source=where, status=ERROR, written=written,
+                              message=str(exc)))
+            continue
+        except (ValueError, RecursionError):
             try:
                 doc, _ = decoder.raw_decode(html.unescape(body.split("</pre>", 1)[0]).strip())
-            except ValueError:
+            except (ValueError, RecursionError):
                 out.append(FrDump(rank=rank, source=where, status=ERROR, written=written,
                                   message="the rank's section holds no readable JSON"))
                 continue
@@ -298,7 +448,13 @@ def from_page(text: str, source: str, *, written: float | None = None,
             out.append(FrDump(rank=rank, source=where, status=ERROR, written=written,
                               message="the rank's section is not a Flight Recorder dump"))
             continue
-        out.append(_from_doc(doc, where, rank, written, tail, whole=True))
+        try:
+            out.append(_from_doc(doc, where, rank, written, tail, whole=True))
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError,
+                OverflowError) as exc:  # this rank's section only: the others are read
+            out.append(FrDump(rank=rank, source=where, status=ERROR, written=written,
+                              message=str(exc)[:300] if isinstance(exc, DumpError) else
+                              f"not a Flight Recorder dump ({type(exc).__name__})"))
     return out
 
 
@@ -317,7 +473,7 @@ def _from_doc(doc: Any, source: str, rank: int | None, written: float | None, ta
     version = _text(version) if isinstance(version, (str, int, float)) else ""
     if whole:
         total = len(raw)
-        window = raw if all_pending else raw[-tail:]
+        window = raw[-MAX_WINDOW:] if all_pending else raw[-tail:]
     else:
         window = raw[int(doc.get("__head__", 1)):]  # the first records only anchor the splice
         total = len(raw) + int(doc.get("__skipped__", 0))
@@ -409,6 +565,9 @@ def _groups(raw: Any) -> tuple[FrGroup, ...]:
     if not isinstance(raw, dict):
         return ()
     out = []
+    # one budget for all the groups: a rank list shared by reference across 16,384 groups
+    # costs the pickle nothing and would cost us each time
+    chars, count = MAX_RANKS_TEXT, MAX_RANKS
     for key, cfg in list(raw.items())[:1 << 14]:
         if not isinstance(cfg, dict):
             continue
@@ -417,8 +576,12 @@ def _groups(raw: Any) -> tuple[FrGroup, ...]:
             continue  # gloo's placeholder: {'': {'name': '', 'desc': '', 'ranks': '[]'}}
         ranks = cfg.get("ranks", ())
         if isinstance(ranks, str):
-            ranks = [int(x) for x in _DIGITS.findall(ranks[:MAX_RANKS_TEXT])]
-        ranks = tuple(r for r in _list(ranks) if isinstance(r, int) and 0 <= r < MAX_INT)
+            text = ranks[:max(chars, 0)]
+            chars -= len(text)
+            ranks = [int(x) for x in _DIGITS.findall(text)]
+        ranks = tuple(r for r in _list(ranks)[:max(count, 0)]
+                      if type(r) is int and 0 <= r < MAX_INT)
+        count -= len(ranks)
         desc = _text(cfg.get("desc", ""))
         out.append(FrGroup(group=name, desc="" if desc == "undefined" else desc, ranks=ranks))
     return tuple(out)
@@ -449,6 +612,8 @@ def _list(raw: Any) -> list:
 
 
 def _text(v: Any) -> str:
+    if isinstance(v, int) and not -MAX_INT < v < MAX_INT:
+        return "(a number too large)"  # str() of it could take long or raise
     if isinstance(v, bytes):
         v = v.decode("utf-8", "replace")
     return str(v)[:MAX_TEXT] if isinstance(v, (str, int, float, bytes)) else ""

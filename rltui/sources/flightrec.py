@@ -22,12 +22,14 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from rltui.model import OK, UNAVAILABLE, FrDump, FrPoll, ProcInfo, Reading
-from rltui.parsing.flightrec import (dump_paths_from_env, from_page, rank_from_name, read_dump,
-                                    read_parts)
+from rltui.model import ERROR, OK, UNAVAILABLE, FrDump, FrPoll, ProcInfo, Reading
+from rltui.parsing.flightrec import (MAX_WHOLE_BYTES, dump_paths_from_env, from_page,
+                                    rank_from_name, read_dump, read_parts)
 from rltui.sources import safeopen
 
-MAX_DUMP_BYTES = 512 << 20  # 2,000 records with C++ stacks stay far below
+MAX_DUMP_BYTES = 512 << 20  # a larger file is not opened (its two ends would do, but no dump
+# of torch's is that large)
+MAX_PAGE_BYTES = MAX_WHOLE_BYTES  # a page of the debug server read at most
 MAX_FILES = 1 << 14
 PART_BYTES = 48 << 10  # of a large dump's head and end read first (64 records fit easily)
 NAME = "flight_recorder"
@@ -101,6 +103,10 @@ class FlightRecorderSource:
             return []
         if since is not None and st.st_mtime < since - 1:
             return []  # an earlier job's dump at the same path
+        why = _owner_ok(st, pid)
+        if why:
+            problems.append(f"{path}: {why}")
+            return []
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         hit = self._cache.get(path)
         if hit is not None and hit[0] == key:
@@ -131,7 +137,10 @@ class FlightRecorderSource:
         try:
             return from_page(text, page, written=now)
         except ValueError as exc:
-            problems.append(f"{page}: {exc}")
+            problems.append(f"{page}: {str(exc)[:300]}")
+            return []
+        except Exception as exc:  # noqa: BLE001 - a hostile page: one line, the rest read
+            problems.append(f"{page}: not the debug server's page ({type(exc).__name__})")
             return []
 
     def close(self) -> None:
@@ -140,19 +149,42 @@ class FlightRecorderSource:
 
 def _read_file(path: str, size: int, written: float) -> list[FrDump]:
     """A dump file: a large pickle from its first and last bytes when they suffice (what the
-    diagnosis reads is there), else the whole file."""
+    diagnosis reads is there), else the whole file, up to MAX_WHOLE_BYTES (a larger one that
+    its two ends do not answer is one line saying so)."""
     rank = rank_from_name(path)
-    if size > 2 * PART_BYTES:
-        fd, _ = safeopen.open_fd(path)
-        with os.fdopen(fd, "rb") as fh:
+    fd, st = safeopen.open_fd(path)
+    with os.fdopen(fd, "rb") as fh:
+        size = st.st_size  # the open file's, not the earlier stat's: it may have changed
+        if size > 2 * PART_BYTES:
             head = fh.read(PART_BYTES)
-            fh.seek(-PART_BYTES, os.SEEK_END)
+            fh.seek(max(size - PART_BYTES, 0))
             end = fh.read(PART_BYTES)
-        dump = read_parts(head, end, path, rank=rank, written=written)
-        if dump is not None:
-            return [dump]
-    data = safeopen.read_bytes(path, MAX_DUMP_BYTES + 1)
+            dump = read_parts(head, end, path, rank=rank, written=written)
+            if dump is not None:
+                return [dump]
+            if size > MAX_WHOLE_BYTES:
+                return [FrDump(rank=rank, source=path, status=ERROR, written=written,
+                               message=f"{size >> 20} MiB: its first and newest records do "
+                                       "not suffice, and rltui reads at most "
+                                       f"{MAX_WHOLE_BYTES >> 20} MiB whole")]
+            fh.seek(0)
+        data = fh.read(MAX_WHOLE_BYTES + 1)  # a file still growing: what is there
     return read_dump(data, path, rank=rank, written=written)
+
+
+def _owner_ok(st: os.stat_result, pid: int | None) -> str:
+    """"" when the file at a rank's dump path was written by the rank's user (or root); else
+    why not: the default path is under /tmp, where anyone may plant a file before torch."""
+    if pid is None:
+        return ""
+    try:
+        uid = os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return ""  # no /proc (or the rank is gone): the path's folder is the user's choice
+    if st.st_uid in (uid, 0):
+        return ""
+    return (f"owned by {safeopen.user_name(st.st_uid)}, not by the rank's user "
+            f"{safeopen.user_name(uid)}: not read (another user's file at the dump path)")
 
 
 def _expand(pattern: str) -> list[str]:
@@ -169,23 +201,81 @@ def _expand(pattern: str) -> list[str]:
     return [path] if os.path.exists(path) else []
 
 
-def fetch_text(url: str, timeout: float, limit: int = MAX_DUMP_BYTES) -> str:
-    """GET a page of torch's debug server (http only: it is a plain HTTP server on the job's
-    own network); OSError with one line on any failure."""
-    import urllib.error
-    import urllib.request
-    if not url.startswith(("http://", "https://")):
-        raise OSError("not an http:// address")
-    req = urllib.request.Request(url, headers={"User-Agent": "rltui"})
+def fetch_text(url: str, timeout: float, limit: int = MAX_PAGE_BYTES) -> str:
+    """GET a page of torch's debug server (http or https: a plain HTTP server on the job's own
+    network); OSError with one line on any failure. ``timeout`` bounds the whole exchange
+    (connecting, headers, body), not each read: a server that sends a byte a second is cut
+    off. No redirect is followed (the page is the server's own), no proxy is used, the body
+    is read up to ``limit`` bytes."""
+    import http.client
+    import socket
+    import threading
+    import urllib.parse
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - user's URL
-            data = resp.read(limit + 1)
-    except urllib.error.HTTPError as exc:
-        raise OSError(f"HTTP {exc.code} {exc.reason}") from None
-    except urllib.error.URLError as exc:
-        raise OSError(f"cannot reach it: {exc.reason}") from None
-    except (TimeoutError, ValueError) as exc:
-        raise OSError(f"cannot read it: {exc or type(exc).__name__}") from None
-    if len(data) > limit:
-        raise OSError(f"larger than {limit >> 20} MiB")
-    return data.decode("utf-8", "replace")
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise OSError(f"not an address: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise OSError("not an http:// address")
+    if not (timeout > 0 and timeout < 1e6):
+        timeout = 30.0
+    deadline = time.monotonic() + timeout
+    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    conn = cls(parts.hostname, port, timeout=timeout)
+    fired = threading.Event()
+    timer = threading.Timer(timeout, _cut, (conn, fired))
+    timer.daemon = True
+    timer.start()
+    try:
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        conn.request("GET", path, headers={"User-Agent": "rltui", "Accept-Encoding": "identity"})
+        resp = conn.getresponse()
+        if 300 <= resp.status < 400:
+            where = (resp.getheader("Location") or "")[:200]
+            raise OSError(f"HTTP {resp.status}: redirected to {where!r}, not followed")
+        if resp.status != 200:
+            raise OSError(f"HTTP {resp.status} {str(resp.reason)[:80]}")
+        chunks, got = [], 0
+        while got <= limit:
+            chunk = resp.read1(1 << 16) if hasattr(resp, "read1") else resp.read(1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+            if time.monotonic() > deadline:
+                raise TimeoutError
+        if fired.is_set() or time.monotonic() > deadline:
+            raise TimeoutError  # cut at the deadline: what came is not the whole page
+        if got > limit:
+            raise OSError(f"larger than {limit >> 20} MiB, not read")
+    except (TimeoutError, socket.timeout):
+        raise OSError(f"no complete answer within {timeout:g} s") from None
+    except ValueError as exc:  # a host or path http.client refuses (control characters...)
+        raise OSError(f"not an address rltui can ask ({type(exc).__name__})") from None
+    except http.client.HTTPException as exc:
+        if fired.is_set() or time.monotonic() >= deadline:
+            raise OSError(f"no complete answer within {timeout:g} s") from None
+        raise OSError(f"cannot read it: {type(exc).__name__}") from None
+    except OSError as exc:
+        if fired.is_set() or time.monotonic() >= deadline:
+            raise OSError(f"no complete answer within {timeout:g} s") from None
+        if isinstance(exc, ConnectionError) or exc.errno is not None:
+            raise OSError(f"cannot reach it: {exc.strerror or type(exc).__name__}") from None
+        raise
+    finally:
+        timer.cancel()
+        conn.close()
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def _cut(conn, fired) -> None:
+    """At the deadline: shut the socket so the read blocked in it returns."""
+    import socket
+    fired.set()
+    sock = getattr(conn, "sock", None)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass

@@ -21,8 +21,35 @@ from rltui.sources.flightrec import fetch_text
 
 _SECTION = re.compile(r"<h2>\s*Rank\s+(\d{1,7})\s*:\s*([^<]{0,300})</h2>(.*?)(?=<h2>|\Z)",
                       re.S | re.I)
-_PRE = re.compile(r"<pre>(.*?)</pre>", re.S | re.I)
+_PRE = re.compile(r"<pre>", re.I)
+_PRE_END = re.compile(r"</pre>", re.I)
 PAGES = ("/stacks", "/pyspy_dump")
+MAX_SECTIONS = 1 << 14  # ranks read from one page
+MAX_PROBLEMS = 64
+
+
+class _Pre:
+    """The first ``<pre>...</pre>`` of a section, found in linear time (a lazy regex over a
+    page of unclosed ``<pre>`` tags is quadratic)."""
+
+    def __init__(self, body: str, start: int, end: int) -> None:
+        self._body, self._start, self._end = body, start, end
+
+    def start(self) -> int:
+        return self._start
+
+    def group(self, _: int) -> str:
+        return self._body[self._start + 5:self._end]
+
+
+def _pre(body: str) -> _Pre | None:
+    m = _PRE.search(body)
+    if m is None:
+        return None
+    e = _PRE_END.search(body, m.end())
+    if e is None:
+        return None
+    return _Pre(body, m.start(), e.start())
 
 
 def stacks_from_page(text: str, source: str) -> tuple[list[ProcessDump], list[str]]:
@@ -30,9 +57,12 @@ def stacks_from_page(text: str, source: str) -> tuple[list[ProcessDump], list[st
     read, as sentences."""
     dumps: list[ProcessDump] = []
     problems: list[str] = []
-    for m in _SECTION.finditer(text):
+    for k, m in enumerate(_SECTION.finditer(text)):
+        if k >= MAX_SECTIONS:
+            problems.append(f"more than {MAX_SECTIONS} ranks in one page: the rest not read")
+            break
         rank, where, body = int(m.group(1)), m.group(2).strip()[:120], m.group(3)
-        pre = _PRE.search(body)
+        pre = _pre(body)
         if pre is None or "Failed to fetch" in body[:pre.start()]:
             problems.append(f"rank {rank} ({where}): the debug server could not fetch its "
                             "stacks")
@@ -52,6 +82,8 @@ def stacks_from_page(text: str, source: str) -> tuple[list[ProcessDump], list[st
                              role=first.role or "torch debug server"))
     if not dumps and not problems:
         problems.append("no 'Rank N' section: not a page of torch's debug server")
+    if len(problems) > MAX_PROBLEMS:
+        problems[MAX_PROBLEMS:] = [f"and {len(problems) - MAX_PROBLEMS} more ranks unread"]
     return dumps, problems
 
 
