@@ -27,6 +27,8 @@ to load; any doubt reads the whole pickle.
 
 from __future__ import annotations
 
+import functools
+import gc
 import html
 import io
 import json
@@ -37,8 +39,8 @@ from typing import Any
 
 from rltui.model import ERROR, FrDump, FrEntry, FrGroup, FrGroupState, Frame
 
-TAIL = 64  # newest records read per large dump
-HEAD_RECORDS = (8, 64, 512)  # first records kept with them, more only when needed
+TAIL = 48  # newest records read per large dump
+HEAD_RECORDS = (4, 64, 512)  # first records kept with them, more only when needed
 MAX_FRAMES = 48
 MAX_TEXT = 400  # characters of any one name, file name or op
 MAX_SIZES = 16  # tensors per record whose sizes are kept
@@ -78,11 +80,11 @@ class _NoGlobals(pickle.Unpickler):
 # and zero a 32 GB memo. Every opcode is walked first (runs of fixed-length opcodes by one
 # regex, the rest here): code-reaching opcodes are refused by name, memo indices bounded.
 _RUN = re.compile(
-    rb"(?:[()\]N0-2laeutds}\x85-\x89\x8f\x90\x91\x94]|[hqK\x80].|M..|[Jj]....|r..\x00\x00"
+    rb"(?:[hqK\x80].|[()\]N0-2laeutds}\x85-\x89\x8f\x90\x91\x94]++|M..|[Jj]....|r..\x00\x00"
     rb"|G........|\x95........|\x8a(?:\x00|\x01.|\x02..|\x03...|\x04....|\x05.....|\x06......"
     rb"|\x07.......|\x08........))*+", re.S)
 # the same without MEMOIZE and FRAME: a splice needs every memo slot named
-_RUN_SPLICE = re.compile(_RUN.pattern.replace(b"\\x91\\x94]", b"\\x91]").replace(
+_RUN_SPLICE = re.compile(_RUN.pattern.replace(b"\\x91\\x94]++", b"\\x91]++").replace(
     b"|\\x95........", b""), re.S)
 _CODE = {b"c": "GLOBAL", b"\x93": "STACK_GLOBAL", b"R": "REDUCE", b"b": "BUILD", b"i": "INST",
          b"o": "OBJ", b"\x81": "NEWOBJ", b"\x92": "NEWOBJ_EX", b"\x82": "EXT1", b"\x83": "EXT2",
@@ -150,15 +152,22 @@ def _walk(data: bytes, *, splice: bool = False) -> None:
                             "opcode rltui reads)")
 
 
-_walked: list[bytes] = []  # the splice just walked it (more strictly): not walked twice
-
-
-def _unpickle(data: bytes) -> Any:
+def _unpickle(data: bytes, *, walked: bool = False) -> Any:
+    """Load a pickle checked first: its cost bounded, and (unless the caller just walked it,
+    more strictly, for a splice) every opcode walked."""
     _check_cost(data)
-    if not (_walked and _walked[-1] is data):
+    if not walked:
         _walk(data)
     # A buffered reader gives the C unpickler its fast path (peek); a bare BytesIO is 3x slower.
-    return _NoGlobals(io.BufferedReader(io.BytesIO(data), 1 << 20)).load()
+    # The load makes thousands of containers at once: the cyclic collector would scan every
+    # live object again and again meanwhile (plain data has no cycles to find).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _NoGlobals(io.BufferedReader(io.BytesIO(data), 1 << 20)).load()
+    finally:
+        if collecting:
+            gc.enable()
 
 
 # opcodes that make a container (an empty list/dict/set, a tuple) or a new small object (a
@@ -331,11 +340,7 @@ def _spliced(data: bytes, tail: int, end: bytes | None = None) -> dict | None:
         try:
             stream = data[:heads[-1]] + newest[cut:]
             _walk(stream, splice=True)
-            _walked[:] = [stream]
-            try:
-                doc = _unpickle(stream)
-            finally:
-                _walked.clear()
+            doc = _unpickle(stream, walked=True)
         except pickle.UnpicklingError as exc:
             if "memo" in str(exc).lower():
                 continue
@@ -554,11 +559,23 @@ def _frames(raw: Any, cache: dict[int, Frame]) -> tuple[Frame, ...]:
         if isinstance(f, dict):
             frame = cache.get(id(f))
             if frame is None:
-                frame = cache[id(f)] = Frame(name=_text(f.get("name", "?")) or "?",
-                                             filename=_text(f.get("filename", "")),
-                                             line=_int(f.get("line")))
+                name, file, line = f.get("name", "?"), f.get("filename", ""), f.get("line")
+                if (type(name) is str and type(file) is str and type(line) is int
+                        and len(name) <= MAX_TEXT and len(file) <= MAX_TEXT
+                        and -MAX_INT < line < MAX_INT):
+                    frame = _frame(name or "?", file, line)
+                else:
+                    frame = Frame(name=_text(name) or "?", filename=_text(file),
+                                  line=_int(line))
+                cache[id(f)] = frame
             out.append(frame)
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=1 << 13)
+def _frame(name: str, filename: str, line: int) -> Frame:
+    # every rank's dump names the same frames: made once for all of them
+    return Frame(name=name, filename=filename, line=line)
 
 
 def _groups(raw: Any) -> tuple[FrGroup, ...]:

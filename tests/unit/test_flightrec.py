@@ -61,7 +61,7 @@ def test_a_large_pickle_is_read_as_its_head_and_newest_records(monkeypatch):
     data = path.read_bytes()
     loaded: list[int] = []
     real = reader._unpickle
-    monkeypatch.setattr(reader, "_unpickle", lambda b: (loaded.append(len(b)), real(b))[1])
+    monkeypatch.setattr(reader, "_unpickle", lambda b, **k: (loaded.append(len(b)), real(b, **k))[1])
     fast = reader.read_dump(data, str(path))[0]
     assert loaded and max(loaded) < len(data) // 10
     whole = reader.read_dump(data, str(path), tail=10**6)[0]
@@ -259,7 +259,7 @@ def test_a_reference_to_a_skipped_record_keeps_more_of_the_head(monkeypatch):
     data = (FIXTURES / "gloo-2.10-long" / "nccl_trace_rank_0").read_bytes()
     tries: list[int] = []
     real = reader._unpickle
-    monkeypatch.setattr(reader, "_unpickle", lambda b: (tries.append(len(b)), real(b))[1])
+    monkeypatch.setattr(reader, "_unpickle", lambda b, **k: (tries.append(len(b)), real(b, **k))[1])
     monkeypatch.setattr(reader, "HEAD_RECORDS", (1, 8))
     doc = reader._spliced(data, reader.TAIL)
     assert doc is not None and doc["__head__"] == 8 and len(tries) == 2
