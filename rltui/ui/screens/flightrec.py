@@ -25,7 +25,7 @@ from rltui.model import OK
 from rltui.ui.themes import Palette
 from rltui.ui.widgets.cells import Cell, age
 from rltui.ui.widgets.stack_summary import StackSummary
-from rltui.ui.widgets.stack_table import StackPane, rest
+from rltui.ui.widgets.stack_table import StackPane, pane_css, rest, short_pane_css
 from rltui.ui.zoom import toggle_zoom
 
 BEHIND_MARK = "◀ behind"
@@ -141,27 +141,8 @@ class FlightRecorderScreen(Screen):
     FlightRecorderScreen #fr-findings:focus {
         background: $primary 15%;
     }
-    FlightRecorderScreen .stack-pane {
-        border: round $primary 60%;
-        border-title-color: $foreground;
-        border-title-style: bold;
-        padding: 0;
-        height: 1fr;
-    }
-    FlightRecorderScreen .stack-pane:focus-within {
-        border: round $accent;
-    }
-    FlightRecorderScreen .stack-pane > StackTable {
-        height: 1fr;
-    }
-    FlightRecorderScreen.-short .stack-pane {
-        border: none;
-        border-top: solid $primary 60%;
-    }
-    FlightRecorderScreen.-short .stack-pane:focus-within {
-        border: none;
-        border-top: solid $accent;
-    }
+    """ + pane_css("FlightRecorderScreen") + """
+    """ + short_pane_css("FlightRecorderScreen") + """
     FlightRecorderScreen.-short #fr-findings {
         max-height: 8;
     }

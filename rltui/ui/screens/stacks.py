@@ -37,7 +37,7 @@ from rltui.ui.widgets.stack_classes import StackClassPane
 from rltui.ui.widgets.stack_diff import StackDiffPane
 from rltui.ui.widgets.stack_source import SourceLines, StackSourcePane
 from rltui.ui.widgets.stack_summary import StackSummary
-from rltui.ui.widgets.stack_table import StackTable
+from rltui.ui.widgets.stack_table import StackTable, pane_css, short_pane_css
 from rltui.ui.widgets.stack_tree import StackTreePane
 from rltui.ui.zoom import toggle_zoom
 
@@ -109,19 +109,7 @@ class StacksScreen(Screen):
     StacksScreen #stacks-summary:focus {
         background: $primary 15%;
     }
-    StacksScreen .stack-pane {
-        border: round $primary 60%;
-        border-title-color: $foreground;
-        border-title-style: bold;
-        padding: 0;
-        height: 1fr;
-    }
-    StacksScreen .stack-pane:focus-within {
-        border: round $accent;
-    }
-    StacksScreen .stack-pane > StackTable {
-        height: 1fr;
-    }
+    """ + pane_css("StacksScreen") + """
     StacksScreen #stack-classes {
         height: auto;
         max-height: 30%;
@@ -157,15 +145,7 @@ class StacksScreen(Screen):
     StacksScreen.-narrow #stacks-compare {
         height: 3fr;
     }
-    /* Short terminals (80x24): one line of chrome per pane, as on the main screen. */
-    StacksScreen.-short .stack-pane {
-        border: none;
-        border-top: solid $primary 60%;
-    }
-    StacksScreen.-short .stack-pane:focus-within {
-        border: none;
-        border-top: solid $accent;
-    }
+    """ + short_pane_css("StacksScreen") + """
     StacksScreen.-short #stacks-summary {
         max-height: 3;
     }

@@ -123,3 +123,37 @@ class StackPane(Vertical):
 def rest(width: int, *fixed: int) -> int:
     """What is left of ``width`` for one flexible column after the fixed ones (and padding)."""
     return max(8, width - sum(w + CELL_PADDING for w in fixed) - CELL_PADDING)
+
+
+# The bordered panes of the compare screen and of the Flight Recorder's groups view, as each
+# screen's CSS (a screen's DEFAULT_CSS, where its own rules that follow may refine them).
+def pane_css(screen: str) -> str:
+    return f"""
+    {screen} .stack-pane {{
+        border: round $primary 60%;
+        border-title-color: $foreground;
+        border-title-style: bold;
+        padding: 0;
+        height: 1fr;
+    }}
+    {screen} .stack-pane:focus-within {{
+        border: round $accent;
+    }}
+    {screen} .stack-pane > StackTable {{
+        height: 1fr;
+    }}
+"""
+
+
+def short_pane_css(screen: str) -> str:
+    """Short terminals (80x24): one line of chrome per pane, as on the main screen."""
+    return f"""
+    {screen}.-short .stack-pane {{
+        border: none;
+        border-top: solid $primary 60%;
+    }}
+    {screen}.-short .stack-pane:focus-within {{
+        border: none;
+        border-top: solid $accent;
+    }}
+"""
