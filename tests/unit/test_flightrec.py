@@ -336,3 +336,14 @@ def test_pattern_c_with_a_recorder_on_but_no_dump_says_when_one_comes():
         ("TORCH_FR_BUFFER_SIZE", "2000"),)),), flight_recorder=FrPoll(enabled=True))
     steps = symptoms(fr.read_beside(stacks, snap))[0].next_steps
     assert fr.NO_DUMP_YET in steps and fr.TURN_ON not in steps
+
+
+def test_a_recording_keeps_the_dumps_read():
+    """A recording (rltui record) holds the Flight Recorder readings; replayed, the same dumps."""
+    from rltui.model import Reading
+    from rltui.serialize import reading_from_data, reading_to_data
+    poll = FrPoll(dumps=tuple(dumps_of("gloo-2.10-cross_group")), enabled=True,
+                  looked=("/shared/fr/trace_rank_",))
+    reading = Reading(source="flight_recorder", timestamp=1.0, status=OK, payload=poll)
+    again = reading_from_data(json.loads(json.dumps(reading_to_data(reading))))
+    assert again == reading
