@@ -346,9 +346,13 @@ def _findings(groups, waits, by_rank, world, stack_ops) -> list[FrFinding]:
                          f"{'s' if len(elsewhere) == 1 else ''} elsewhere: "
                          + "; ".join(f"rank {r} in {entry_text(waits[r])}"
                                      for r in elsewhere[:3]))
-            text += ": the one the others wait for."
+            idle = [m.rank for m in late if m.rank not in waits]
+            # a late rank that waits in another collective is held there in turn: the one
+            # the wait leads to (not waiting in any) is the suspect
+            text += (": the one the others wait for." if idle else
+                     ": held there in turn, not the cause.")
             out.append(FrFinding(BEHIND, tuple(m.rank for m in late), (v.group,), text,
-                                 suspects=tuple(m.rank for m in late)))
+                                 suspects=tuple(idle)))
         absent = [m.rank for m in v.members if not m.has_dump]
         if absent and v.ranks_known:
             missing += [r for r in absent if r not in missing]

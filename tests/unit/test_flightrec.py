@@ -347,3 +347,39 @@ def test_a_recording_keeps_the_dumps_read():
     reading = Reading(source="flight_recorder", timestamp=1.0, status=OK, payload=poll)
     again = reading_from_data(json.loads(json.dumps(reading_to_data(reading))))
     assert again == reading
+
+
+def test_in_nested_groups_the_suspect_is_where_the_waits_lead():
+    """8 ranks, tensor-parallel pairs inside two data-parallel groups (NCCL, pg_config with
+    ranks). Rank 5 stops; rank 4 waits for it in their pair's all_reduce, and ranks 0,2,6 wait
+    for rank 4 in the data-parallel all_reduce; ranks 1,3,7 wait for rank 5. Rank 4 is held, not
+    the cause: the suspect is rank 5 alone, and it is no cross-group deadlock."""
+    cfg = {"0": {"name": "0", "desc": "default_pg", "ranks": str(list(range(8)))},
+           "1": {"name": "1", "desc": "dp_a", "ranks": "[0, 2, 4, 6]"},
+           "2": {"name": "2", "desc": "dp_b", "ranks": "[1, 3, 5, 7]"},
+           "3": {"name": "3", "desc": "tp_45", "ranks": "[4, 5]"}}
+
+    def rec(rid, group, desc, seq, done):
+        return {"record_id": rid, "process_group": (group, desc), "collective_seq_id": seq,
+                "p2p_seq_id": 0, "op_id": seq, "profiling_name": "nccl:all_reduce",
+                "time_created_ns": 1_790_000_000_000_000_000 + rid, "input_sizes": [[8]],
+                "input_dtypes": ["Float"], "output_sizes": [[8]], "output_dtypes": ["Float"],
+                "state": "completed" if done else "started", "retired": done, "is_p2p": False,
+                "frames": []}
+
+    dumps = []
+    for r in range(8):
+        dp, desc = ("1", "dp_a") if r % 2 == 0 else ("2", "dp_b")
+        es = [rec(0, dp, desc, 1, True)]
+        if r in (4, 5):
+            es.append(rec(1, "3", "tp_45", 1, True))
+        if r == 4:
+            es.append(rec(2, "3", "tp_45", 2, False))
+        elif r != 5:
+            es.append(rec(2, dp, desc, 2, False))
+        data = pickle.dumps({"version": "2.4", "pg_config": cfg, "entries": es}, protocol=2)
+        dumps += reader.read_dump(data, f"nccl_trace_rank_{r}", written=1.8e9)
+    fa = fr.analyse(FrPoll(dumps=tuple(dumps)))
+    assert fr.CROSS_GROUP not in kinds(fa)
+    assert fa.suspects == (5,), [(f.kind, f.ranks, f.suspects) for f in fa.findings]
+    assert any("held there in turn" in f.text for f in fa.findings)
