@@ -48,7 +48,8 @@ DEFAULT_TAIL_LINES = 200
 MAX_READING_PROCS = 4096  # processes in a procs reading
 MAX_READING_GPUS = 64  # GPUs in a gpus reading
 MAX_READING_PIDS = 4096  # foreign GPU pids in a gpus reading
-MAX_READING_DUMPS = 4096  # process dumps in a stacks reading
+MAX_READING_DUMPS = 4096  # process dumps in a stacks reading (and Flight Recorder dumps)
+MAX_READING_FR_PROBLEMS = 64  # lines of Flight Recorder dumps that could not be read
 MAX_READING_LOG_FILES = 512  # files in a logs reading (the log source follows as many)
 MAX_READING_LOG_LINES = 8192  # log lines in a logs reading, all files together
 MAX_READING_LOG_STEPS = 8192  # step records in a logs reading, all files together
@@ -353,6 +354,9 @@ def bound_reading(data: Any) -> tuple[Any, str]:
         cut(payload, "foreign_pids", MAX_READING_PIDS, "foreign GPU pids")
     elif source == "stacks":
         cut(payload, "dumps", MAX_READING_DUMPS, "process dumps")
+    elif source == "flight_recorder":
+        cut(payload, "dumps", MAX_READING_DUMPS, "Flight Recorder dumps")
+        cut(payload, "problems", MAX_READING_FR_PROBLEMS, "Flight Recorder problems")
     elif source == "logs":
         cut(payload, "files", MAX_READING_LOG_FILES, "log files")
         left = {"lines": MAX_READING_LOG_LINES, "steps": MAX_READING_LOG_STEPS,

@@ -80,9 +80,7 @@ def _bundle(args: argparse.Namespace, main_cli):
         from dataclasses import replace
         settings = replace(settings, pyspy=replace(settings.pyspy, interval=0))
     from rltui.sources.bundle import live_bundle
-    # The Flight Recorder's dumps are not part of the agent's protocol yet (docs/flight-recorder.md)
-    bundle = live_bundle(settings, match, pids, main_cli.log_globs(args),
-                         find_flight_recorder=False)
+    bundle = live_bundle(settings, match, pids, main_cli.log_globs(args))
     return bundle, settings.pyspy.interval > 0
 
 

@@ -22,7 +22,8 @@ from functools import lru_cache
 from rltui.cluster import ranks as rank_rules
 from rltui.cluster.view import (GPU_STRIDE, RANK_LIVE, RANK_UNKNOWN, ClusterRank, DuplicateRank,
                                 NodeView)
-from rltui.model import OK, DepartedRank, LogPoll, NodeSnapshot, ProcInfo, SourceState
+from rltui.model import (OK, DepartedRank, FrDump, FrPoll, LogPoll, NodeSnapshot, ProcInfo,
+                         SourceState)
 from rltui.rankset import label
 from rltui.remote.hostlist import compress
 
@@ -126,6 +127,9 @@ def merge(nodes: Sequence[NodeView], now: float, *, job: str = "",
     procs: list[ProcInfo] = []
     departed: list[DepartedRank] = []
     gpus, logs, foreign = [], [], []
+    fr_dumps: list[FrDump] = []
+    fr_problems: list[str] = []
+    fr_said: list[bool] = []
     simulated = False
     merged_nodes = [n for n in with_data if n.merged]
     for n in with_data:
@@ -167,6 +171,14 @@ def merge(nodes: Sequence[NodeView], now: float, *, job: str = "",
                                 pid=None if rank is not None else log.pid))
         foreign.extend(snap.foreign_gpu_pids)
         simulated |= snap.gpu_simulated
+        fr = snap.flight_recorder
+        if fr is not None:
+            # the dump files are named by global rank; pids mean nothing off their host
+            fr_dumps.extend(replace(d, host=n.host, source=f"{n.host}:{d.source}", pid=None)
+                            for d in fr.dumps)
+            fr_problems.extend(f"{n.host}: {p}" for p in fr.problems)
+            if fr.enabled is not None:
+                fr_said.append(fr.enabled)
 
     # A rank gone from one node and alive on another was restarted there (elastic).
     live = {p.rank for p in procs if p.rank is not None and not p.is_zombie}
@@ -176,7 +188,10 @@ def merge(nodes: Sequence[NodeView], now: float, *, job: str = "",
         timestamp=now, host=_hostlist(tuple(n.host for n in merged_nodes or nodes)), job=job,
         gpus=tuple(gpus), gpu_simulated=simulated, foreign_gpu_pids=tuple(foreign),
         procs=tuple(procs), departed=tuple(departed), sources=_sources(merged_nodes),
-        logs=tuple(logs))
+        logs=tuple(logs),
+        flight_recorder=FrPoll(dumps=tuple(fr_dumps), problems=tuple(fr_problems),
+                               enabled=any(fr_said) if fr_said else None)
+        if fr_dumps or fr_problems or fr_said else None)
     rows.sort(key=lambda r: (r.rank is None, r.rank if r.rank is not None else 0, r.host,
                              r.pid))
     return Merged(snapshot=merged, ranks=tuple(rows), duplicates=dups, pid_ranks=pid_ranks,

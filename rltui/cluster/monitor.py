@@ -26,9 +26,9 @@ from rltui.cluster.skew import to_local
 from rltui.cluster.stackmerge import merged_samples
 from rltui.cluster.view import (CLOSED, CONNECTING, LIVE, LOST, SLOW, ClusterSnapshot, HostStatus,
                                 NodeView)
-from rltui.diagnosis import diagnose
+from rltui.diagnosis import diagnose, flightrec
 from rltui.diagnosis.hangs import departed_pids
-from rltui.diagnosis.stacks import StackReport
+from rltui.diagnosis.stacks import StackReport, classify
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import Diagnosis, NodeSnapshot, Reading, StackPoll
 from rltui.monitor import Monitor
@@ -213,15 +213,19 @@ class ClusterMonitor:
                 base: Diagnosis) -> StackReport | None:
         """Classified once per set of merged samples, missing ranks and step state."""
         assert snap.merged is not None
-        if not snap.stacks:
+        fr = tuple(n.snapshot.flight_recorder for n in snap.nodes if n.snapshot is not None
+                   and n.merged and n.snapshot.flight_recorder is not None)
+        if not snap.stacks and not any(p.dumps for p in fr):
             return None
         missing, stalled = stack_inputs(snap.merged, snap.stacks, history, self.thresholds,
                                        base)
-        key = (tuple(map(id, snap.stacks)), missing, stalled)
+        key = (tuple(map(id, snap.stacks)), missing, stalled, tuple(map(id, fr)))
         if self._report_memo is not None and self._report_memo[0] == key:
             return self._report_memo[1]
-        report = classify_rounds(snap.stacks, missing, stalled)
-        self._report_memo = (key, report, snap.stacks)
+        report = classify_rounds(snap.stacks, missing, stalled) or classify([])
+        # every node's Flight Recorder dumps, read beside the merged stacks
+        report = flightrec.read_beside(report, snap.merged)
+        self._report_memo = (key, report, (snap.stacks, fr))
         return report
 
     @property

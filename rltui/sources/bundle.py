@@ -211,7 +211,7 @@ def flight_recorder_spec(settings, given: Sequence[str] = (), urls: Sequence[str
 
 def live_bundle(settings, match: str | None = None, pids: Sequence[int] = (),
                 logs: Sequence[str] = (), flight_recorder: Sequence[str] = (),
-                torch_debug: Sequence[str] = (), find_flight_recorder: bool = True) -> Bundle:
+                torch_debug: Sequence[str] = ()) -> Bundle:
     from rltui.sources.nvml import NvmlSource
     from rltui.sources.procs import ProcSource
 
@@ -227,8 +227,7 @@ def live_bundle(settings, match: str | None = None, pids: Sequence[int] = (),
         SourceSpec(procs, settings.cadence.procs),
         SourceSpec(log_source(settings, procs, logs), settings.cadence.logs),
         *stack_spec,
-        *flight_recorder_spec(settings, flight_recorder, torch_debug,
-                              procs if find_flight_recorder else None),
+        *flight_recorder_spec(settings, flight_recorder, torch_debug, procs),
     ])
 
 

@@ -222,7 +222,8 @@ def test_hello_comes_first(agent):
     hello = hello_of(agent)
     assert hello.agent == f"rltui {__version__}" and hello.pid == agent.proc.pid
     assert hello.host == HOST
-    assert hello.sources == {"gpus": 0.2, "procs": 0.2, "logs": 0.2, "stacks": 1.0}
+    assert hello.sources == {"gpus": 0.2, "procs": 0.2, "logs": 0.2, "stacks": 1.0,
+                             "flight_recorder": 1.0}
 
 
 def test_every_source_streams_readings_that_decode_to_model_values(agent, rank, job_log):
@@ -411,7 +412,8 @@ def test_requests_do_not_wait_for_a_poll(lone_agent, job_log):
     assert a.reply("t").ok
     a.reply("d")
     polled = [m.reading.source for m in a.seen if isinstance(m, p.ReadingMessage)]
-    assert sorted(polled) == ["gpus", "logs", "procs", "stacks"]  # stacks: the dump's round
+    # stacks: the dump's round; flight_recorder: its first look for the ranks' dumps
+    assert sorted(polled) == ["flight_recorder", "gpus", "logs", "procs", "stacks"]
 
 
 def test_every_request_is_answered_before_the_bye(lone_agent):

@@ -272,3 +272,47 @@ def test_the_incident_report_of_a_hang_across_two_nodes_names_both(cluster, mult
         (row,) = [line for line in nodes if line.startswith(f"| {name} |")]
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert (cells[1], cells[5], cells[6]) == ("live", ranks, ""), row
+
+
+# -- the Flight Recorder across nodes --------------------------------------------------------------
+
+class FlightRecorderMultiNodeJob(MultiNodeJob):
+    """The ranks record every collective and dump on a stall (torchjobs/_flightrec.py) to
+    ``prefix`` + rank: each node's agent finds its own ranks' dumps through their environment."""
+
+    prefix = ""
+
+    def rank_env(self, rank: int, port: str) -> dict[str, str]:
+        env = super().rank_env(rank, port)
+        env.update(TORCH_FR_BUFFER_SIZE="2000", TORCH_FR_DUMP_TEMP_FILE=self.prefix,
+                   TORCHJOB_FR_AFTER="1")
+        return env
+
+
+def test_a_cross_group_deadlock_across_two_nodes_is_read_from_both_nodes_dumps(
+        request, cluster, tmp_path):
+    """Ranks 0,1 (node-a) enter the default group's all_reduce first, ranks 2,3 (node-b) the
+    statistics group's: every py-spy stack is the same (pattern C from the stacks alone), and
+    each node's agent reads its own ranks' Flight Recorder dumps, so the one classification of
+    both nodes reads the cross-group ordering deadlock (pattern B) from both nodes' dumps."""
+    hosts = [cluster.add(name) for name in HOSTS]
+    job = FlightRecorderMultiNodeJob("fr_cross_group.py", hosts, (), tmp_path)
+    job.prefix = str(tmp_path / "fr_rank_")
+    request.addfinalizer(job.stop)
+    job.start()
+    job.ready({0: "all_reduce default", 1: "all_reduce default", 2: "all_reduce stats",
+               3: "all_reduce stats"})
+    job.wait_lines({r: f"frdump {r} " for r in range(job.world)})
+    for r in range(job.world):
+        wait_for_frame(job.pid(r), ALL_REDUCE)
+    done = run_diagnose(cluster, tmp_path)
+    assert done.returncode == 1, done.stderr
+    doc = json.loads(done.stdout)
+    stacks, fr = doc["stacks"], doc["flight_recorder"]
+    assert (stacks["pattern"], stacks["symptom_id"]) == ("B", "hang-collective-mismatch"), \
+        stacks["explanation"]
+    assert fr["stack_pattern"] == "C" and fr["pattern"] == "B"
+    assert sorted((s["rank"], s["source"].split(":", 1)[0]) for s in fr["sources"]) == \
+        [(r, job.host_of(r).name) for r in range(job.world)]
+    (finding,) = fr["findings"]
+    assert finding["kind"] == "cross-group-order" and finding["ranks"] == [0, 1, 2, 3]
