@@ -121,7 +121,7 @@ _PRIVATE_KEY_END = re.compile(r"-----END[A-Z ]{0,40} PRIVATE KEY-----")
 # ``-k VALUE`` (a short flag that tools use for a key) inside a longer string.
 _SHORT_KEY = re.compile(r"(?<!\S)(-k)(\s+)(?!-)\S+")
 # ``name=value``, ``name: value``, ``"name": "value"`` inside a longer string.
-_ASSIGN = re.compile(r"""(?<![\w.\-])-*([A-Za-z_][\w.\-]*)(["']?)(\s*[:=]\s*)(["']?)""")
+_ASSIGN = re.compile(r"""(?<![\w.\-])-*([A-Za-z0-9_][\w.\-]*)(["']?)(\s*[:=]\s*)(["']?)""")
 # ``--secret-flag value`` inside a longer string (a command line quoted in a log); a short
 # lower-case word after it is prose, not a value (``--api-key or OPENAI_API_KEY``).
 _FLAG_SPACE = re.compile(r"(?<![\w.\-])--([A-Za-z][\w.\-]*)\s+(?=[^\s\-])")

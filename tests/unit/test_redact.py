@@ -167,3 +167,12 @@ def test_no_secret_survives_redact_env(secret_env, plain_env):
 @given(secret_names())
 def test_vendor_prefixed_secret_names_are_secret(name):
     assert is_secret_name(name) and is_secret_name(name.lower())
+
+
+def test_a_secret_glued_after_an_escape_sequence_is_still_hidden():
+    """A terminal escape that ends in digits and a letter (``ESC[2J``) glued to an assignment:
+    the name starts after a digit, and the value is hidden all the same."""
+    from rltui.redact import scrub_text
+    out = scrub_text("\x1b[2JWANDB_API_KEY=abcd1234efgh5678")
+    assert "abcd1234efgh5678" not in out and out.endswith("=" + REDACTED)
+    assert scrub_text("12:30 step=5") == "12:30 step=5"
