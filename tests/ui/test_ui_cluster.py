@@ -221,9 +221,11 @@ async def test_a_hostile_stream_is_rejected_and_cannot_touch_other_nodes(tmp_pat
         # The stream's lines are read in order: once its last (valid) line is folded, every
         # bad line before it has been judged.
         # node01 "live" is its hello; its GPUs come with its first reading
+        # node01's ranks come with its first procs reading (the replay may send its GPUs first)
         view = await until(app, lambda v: states(v)["node01"] == "live"
                            and v.cluster.node("node01").snapshot is not None
                            and v.cluster.node("node01").snapshot.gpus
+                           and any(r.host == "node01" for r in v.cluster.ranks)
                            and v.cluster.node("evil").snapshot is not None,
                            "the hostile stream read to its last line")
         evil = next(s for s in app.driver.feed.streams if s.host == "evil").status()
