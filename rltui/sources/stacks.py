@@ -464,10 +464,13 @@ def _resume_if_ours(pid: int, ours: bool) -> bool:
 
 def _settled_stopped(pid: int) -> bool:
     """Whether the process is stopped once the stops under way have taken hold: after py-spy
-    dies, a stop signal queued meanwhile is taken by the freed threads within microseconds."""
+    dies, a stop signal queued meanwhile is taken by the freed threads within microseconds.
+    Under way: a stop still pending, a thread already stopped, or one still in the tracing
+    stop py-spy's death is releasing (it takes the pending stop, or runs, next)."""
     deadline = time.monotonic() + 5.0
     while time.monotonic() < deadline and not _stopped(pid) and (
-            _stop_pending(pid) or any(_state(_task_stat(pid, t)) == b"T" for t in _tasks(pid))):
+            _stop_pending(pid) or any(_state(_task_stat(pid, t)) in (b"T", b"t")
+                                      for t in _tasks(pid))):
         time.sleep(0.001)
     return _stopped(pid)
 

@@ -339,20 +339,32 @@ def test_a_stop_by_a_third_process_during_a_killed_dump_is_never_resumed(spawn, 
     debugger or a Slurm suspend would) stops it while py-spy holds it, and py-spy is killed at
     the timeout. The stop is someone else's: rltui sends no SIGCONT and says the job is
     stopped."""
-    target = spawn(threads=200)
-    stacks = source([ProcInfo(pid=target.pid, rank=0)], timeout=2.0)
-    poller, result, py_spy = dump_until_py_spy_holds(stacks, target.pid)
-    py_spy.send_signal(signal.SIGSTOP)  # py-spy now holds the target until the timeout
-    subprocess.run(["kill", "-STOP", str(target.pid)], check=True)  # the third process
-    wait_for(lambda: stop_queued_or_taken(target.pid), "the third process's stop")
-    poller.join(DEADLINE_S)
-    [reading] = result
-    assert reading.status == TIMEOUT
-    assert f"pid {target.pid} is stopped, by whom unknown: rltui left it stopped" in \
-        reading.message, (reading.message, target.stopped_tasks()[:5], main_state(target.pid))
-    wait_for(lambda: main_state(target.pid) == "T", "the third process's stop to take hold")
-    assert psutil.Process(target.pid).status() == psutil.STATUS_STOPPED  # no SIGCONT came
-    os.kill(target.pid, signal.SIGCONT)  # the third process's resume, for the cleanup
+    # The kernel may hand the third process's SIGSTOP to a traced thread, which reports it to
+    # py-spy (stopped here, then killed): the stop dies with its tracer and the job just runs
+    # on. Then there is nothing to check (rltui rightly says nothing of a stop, and whether it
+    # sent a SIGCONT cannot be told): the race is run again, with a fresh job, until the stop
+    # survives py-spy's death.
+    for _ in range(5):
+        target = spawn(threads=200)
+        stacks = source([ProcInfo(pid=target.pid, rank=0)], timeout=2.0)
+        poller, result, py_spy = dump_until_py_spy_holds(stacks, target.pid)
+        py_spy.send_signal(signal.SIGSTOP)  # py-spy now holds the target until the timeout
+        subprocess.run(["kill", "-STOP", str(target.pid)], check=True)  # the third process
+        wait_for(lambda t=target: stop_queued_or_taken(t.pid), "the third process's stop")
+        poller.join(DEADLINE_S)
+        [reading] = result
+        assert reading.status == TIMEOUT
+        said = f"pid {target.pid} is stopped, by whom unknown: rltui left it stopped"
+        if said not in reading.message and not stop_queued_or_taken(target.pid):
+            continue  # the stop went to py-spy and died with it: run the race again
+        assert said in reading.message, (reading.message, target.stopped_tasks()[:5],
+                                         main_state(target.pid))
+        wait_for(lambda t=target: main_state(t.pid) == "T",
+                 "the third process's stop to take hold")
+        assert psutil.Process(target.pid).status() == psutil.STATUS_STOPPED  # no SIGCONT came
+        os.kill(target.pid, signal.SIGCONT)  # the third process's resume, for the cleanup
+        return
+    pytest.fail("in 5 runs the third process's stop never outlived py-spy")
 
 
 def test_a_py_spy_killed_mid_dump_on_a_running_job_needs_no_signal(spawn, source):
