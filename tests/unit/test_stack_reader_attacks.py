@@ -423,11 +423,13 @@ def test_a_rank_range_count_stands_for_every_rank_in_it():
 
 def test_condensed_counts_cannot_amplify_a_small_text():
     block = '99999 processes are in:\nThread 1 (idle): "MainThread"\n    f (a.py:1)\n'
-    # CPU time of this process: other work on the machine must not make it fail
+    # CPU time of this process (other work on the machine must not make it fail). The bound
+    # is no speed target (benchmarks measure speed): 10 x 99,999 copies, unbounded, would take
+    # minutes; capped at MAX_DUMPS they take about 2 s here, and a loaded CI machine more.
     start = time.process_time()
     dumps, _ = _read(block * 10)
     took = time.process_time() - start
-    assert took < 2.5, f"{took:.1f}s for {len(block) * 10} bytes"
+    assert took < 15.0, f"{took:.1f}s for {len(block) * 10} bytes"
     assert len(dumps) <= stacktext.MAX_DUMPS
 
 
