@@ -19,6 +19,7 @@ from __future__ import annotations
 import glob
 import os
 import time
+from dataclasses import replace
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -120,7 +121,6 @@ class FlightRecorderSource:
             problems.append(f"{path}: unreadable: {getattr(exc, 'strerror', None) or exc}")
             return []
         if pid is not None:
-            from dataclasses import replace
             found = [replace(d, pid=pid) for d in found]
         self._cache[path] = (key, found)
         if len(self._cache) > 2 * MAX_FILES:
