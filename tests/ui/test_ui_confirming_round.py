@@ -50,3 +50,21 @@ async def test_no_confirming_round_when_the_periodic_one_comes_soon(tmp_path):
         while view.stacks is None:
             view = await app.wait_for_evaluation(app.evaluations, timeout=WAIT)
         assert app.driver.confirm_rounds == 0
+
+
+async def test_a_confirming_round_already_due_when_the_hang_is_read_still_comes(tmp_path):
+    """The evaluation that reads the hang can come later than a sample gap after the first
+    round (a loaded machine): the confirming round is then due at once and must still be taken
+    (a zero-delay timer once lost it)."""
+    stacks = FakeStackSource("cleanup-deadlock")
+    settings = Settings(cadence=SETTINGS.cadence, thresholds=Thresholds(
+        stale_after_intervals=1000.0, stack_sample_gap_s=1e-6))  # due before it is asked for
+    bundle = live_bundle(procs_ok(3)).with_stacks(stacks, 600.0)
+    app = build_app(bundle, settings, config_path=tmp_path / "config.yaml")
+    async with app.run_test(size=(200, 60)):
+        deadline = time.monotonic() + WAIT
+        view = await app.wait_for_evaluation(after=0, timeout=WAIT)
+        while view.stacks is None or view.stacks.samples < 2:
+            assert time.monotonic() < deadline, "no confirming round"
+            view = await app.wait_for_evaluation(app.evaluations, timeout=WAIT)
+        assert stacks.polls == 2 and app.driver.confirm_rounds == 1

@@ -35,6 +35,7 @@ class LiveDriver(Driver):
         self.bundle = bundle
         self.mode = bundle.mode
         self._in_flight: set[str] = set()
+        self._confirm_after: str | None = None  # a confirming round waiting on this poll's end
         self._refreshing: set[str] = set()
         self._confirming: object = None  # the stack round a confirming round was asked after
         self.confirm_rounds = 0  # confirming rounds asked for (a suspected hang each)
@@ -86,6 +87,10 @@ class LiveDriver(Driver):
         if worker.group != POLL_GROUP:
             return
         self._in_flight.discard(worker.name)
+        if self._confirm_after == worker.name:
+            self._confirm_after = None
+            spec = next(s for s in self.bundle.specs if s.source.name == worker.name)
+            self._start_poll(spec)
         if failed:
             self._refresh_done(worker.name)
 
@@ -120,9 +125,19 @@ class LiveDriver(Driver):
         # after the second, an offset no step period aliases with both
         offset = gap * 1.5 if monitor.stacks is not None and monitor.stacks.samples >= 2 \
             else gap
-        delay = max(0.0, rounds[-1].started + offset - now)
-        self.app.set_timer(delay, partial(self._start_poll, spec), name="confirming stack round")
+        delay = rounds[-1].started + offset - now
+        poll = partial(self._confirm, spec)
+        if delay > 0:
+            self.app.set_timer(delay, poll, name="confirming stack round")
+        else:  # already due (a slow evaluation); a zero-delay Textual timer divides by zero
+            self.app.call_later(poll)
         self.confirm_rounds += 1
+
+    def _confirm(self, spec: SourceSpec) -> None:
+        # the round that raised the suspicion may not have ended yet (its worker's end comes
+        # after its reading): the confirming one then starts when it does
+        if not self._start_poll(spec):
+            self._confirm_after = spec.source.name
 
     # -- d: every rank's stack now ----------------------------------------------------------------
     def dump(self) -> None:
