@@ -18,7 +18,8 @@ import yaml
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import LOG_FORMATS
 
-THEMES = ("dark", "light", "colorblind")
+THEMES = ("dark", "light", "colorblind")  # shipped; the user's own: themes_dir (docs/themes.md)
+THEME_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # a theme file's name, less .yaml
 
 
 # Bounds on what a config file may hold (docs/configuration.md): a larger file is no settings
@@ -89,6 +90,20 @@ def config_path(env: dict[str, str] | None = None) -> Path:
     return Path(base) / "rltui" / "config.yaml"
 
 
+def themes_dir(path: Path) -> Path:
+    """The user's theme files: ``themes/`` beside the config file ``path``."""
+    return path.parent / "themes"
+
+
+def theme_names(path: Path | None = None) -> tuple[str, ...]:
+    """The shipped themes, then the user's (``themes_dir(path)/NAME.yaml``), by name."""
+    try:
+        mine = sorted(p.stem for p in themes_dir(path or config_path()).glob("*.yaml"))
+    except OSError:
+        mine = []
+    return (*THEMES, *(n for n in mine if n not in THEMES and THEME_NAME.fullmatch(n)))
+
+
 def load(path: Path | None = None) -> Settings:
     """Load settings; a missing file gives the defaults, a bad one raises ConfigError."""
     path = path or config_path()
@@ -101,10 +116,10 @@ def load(path: Path | None = None) -> Settings:
         return Settings()
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
-    return parse(text, str(path))
+    return parse(text, str(path), themes=theme_names(path))
 
 
-def parse(text: str, name: str = "<config>") -> Settings:
+def parse(text: str, name: str = "<config>", themes: tuple[str, ...] = THEMES) -> Settings:
     if len(text) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{name}: {len(text):,} characters; a config file holds at most "
                           f"{MAX_CONFIG_BYTES:,}")
@@ -142,9 +157,9 @@ def parse(text: str, name: str = "<config>") -> Settings:
             settings = replace(settings, **{key: section})
         elif key == "theme":
             value = _scalar(value_node, str, name, key)
-            if value not in THEMES:
+            if value not in themes:
                 raise ConfigError(f"{name} line {line}: theme: unknown theme {value!r} "
-                                  f"(one of {', '.join(THEMES)})")
+                                  f"(one of {', '.join(themes)})")
             settings = replace(settings, theme=value)
         elif key == "logs":
             settings = replace(settings, logs=_logs(value_node, name))
@@ -323,9 +338,9 @@ _THEME_LINE = re.compile(r"^(theme\s*:[ \t]*)([^#\r\n]*?)([ \t]+#[^\r\n]*)?$", r
 
 def save_theme(theme: str, path: Path | None = None) -> Path:
     """Remember the theme: rewrite the top-level ``theme:`` line, or append one."""
-    if theme not in THEMES:
-        raise ValueError(f"unknown theme {theme!r}")
     path = path or config_path()
+    if theme not in theme_names(path):
+        raise ValueError(f"unknown theme {theme!r}")
     try:
         if path.is_file() and path.stat().st_size > MAX_CONFIG_BYTES:
             raise ConfigError(f"{path}: {path.stat().st_size:,} bytes; a config file holds at "

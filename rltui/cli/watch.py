@@ -128,6 +128,7 @@ def cmd_stacks(args: argparse.Namespace) -> int:
         stacks = apply(stacks, fa)
         problems = list(problems) + [f"--flight-recorder: {p}" for p in poll.problems]
     app = build_stacks_app(stacks, problems=problems, source_lines=read_source,
-                           title=f"rltui stacks {args.dir}", theme=settings.theme)
+                           title=f"rltui stacks {args.dir}", theme=settings.theme,
+                           config_path=path)
     app.run()
     return EXIT_OK

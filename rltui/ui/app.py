@@ -38,7 +38,7 @@ from rltui.incident import default_folder
 from rltui.ui.screens import HelpScreen, LogFileScreen, MainScreen
 from rltui.ui.screens.check import CheckScreen
 from rltui.ui.screens.stacks import StacksScreen
-from rltui.ui.themes import RltuiTheme, load_all, next_theme
+from rltui.ui.themes import RltuiTheme, ThemeVariables, load_themes, next_theme, palette_of
 from rltui.ui.widgets.log_facts import log_index
 from rltui.ui.widgets.log_view import LogView, OpenLog
 from rltui.ui.widgets.rank_table import RankPane
@@ -47,7 +47,7 @@ from rltui.ui.zoom import toggle_zoom
 SPEED = Binding.Group("Speed")  # + and - share one footer entry
 
 
-class RltuiApp(App[int]):
+class RltuiApp(ThemeVariables, App[int]):
     CSS_PATH = "rltui.tcss"
     TITLE = "rltui"
     COMMANDS = App.COMMANDS | {RltuiCommands}
@@ -108,7 +108,10 @@ class RltuiApp(App[int]):
         self.monotonic: Callable[[], float] = time.monotonic
         self.driver: Driver = driver_for(bundle, self)
         self.logbook: LogBook = self.driver.logbook
-        self.themes: dict[str, RltuiTheme] = load_all()
+        # The shipped themes and the user's (beside the config file); a bad file is left out
+        # with a message shown once the screen is up.
+        self.themes: dict[str, RltuiTheme]
+        self.themes, self.theme_problems = load_themes(self.config_path)
         for theme in self.themes.values():
             self.register_theme(theme.textual)
         self.palette = self.themes.get(settings.theme, self.themes["dark"]).palette
@@ -143,6 +146,8 @@ class RltuiApp(App[int]):
         self.set_interval(max(self.settings.cadence.ui, MIN_INTERVAL), self.tick,
                           name="evaluate")
         self.driver.start()
+        for problem in self.theme_problems:
+            self.notify(problem, title="Theme", severity="error", timeout=30)
 
     def on_unmount(self) -> None:
         self.cancel_checks()  # also when the app ends by a crash, not through exit()
@@ -470,7 +475,7 @@ class RltuiApp(App[int]):
         self.push_screen(LogFileScreen(self.logbook, rank, path, self.latest))
 
     def action_cycle_theme(self) -> None:
-        self.set_theme(next_theme(self.theme))
+        self.set_theme(next_theme(self.theme, tuple(self.themes)))
 
     def set_theme(self, name: str, remember: bool = True) -> None:
         self.theme = name
@@ -481,9 +486,7 @@ class RltuiApp(App[int]):
                 self.notify(f"theme not remembered: {exc}", severity="warning")
 
     def watch_theme(self, name: str) -> None:
-        theme = self.themes.get(name)
-        if theme is not None:
-            self.palette = theme.palette
+        self.palette = palette_of(self.current_theme)  # the colours come from the theme itself
         self._redraw()
 
     # -- replay keys (check_action lets them through only where the driver has them) ---------

@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Callable
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from rltui.config import THEMES
-
 if TYPE_CHECKING:
     from rltui.ui.app import RltuiApp
 
@@ -27,9 +25,9 @@ def palette_commands(app: "RltuiApp") -> list[tuple[str, Callable[[], object], s
         ("View: Refresh now", app.action_refresh, "Poll every source now (r)"),
         ("View: Zoom focused pane", app.action_zoom, "Fill the screen with the pane (z)"),
         ("View: Help", app.action_help, "Keys and the thresholds behind the colours (?)"),
-        ("Theme: Next", app.action_cycle_theme, "Cycle dark, light, colour-blind (t)"),
+        ("Theme: Next", app.action_cycle_theme, "Cycle dark, light, colour-blind, yours (t)"),
     ]
-    for name in THEMES:
+    for name in app.themes:
         commands.append((f"Theme: {THEME_TITLES.get(name, name)}",
                          lambda name=name: app.set_theme(name), f"Use the {name} theme"))
     if "step" in app.driver.actions:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from collections.abc import Sequence
+from pathlib import Path
 
 from textual.app import App
 from textual.binding import Binding
@@ -18,24 +19,25 @@ from rltui.diagnosis.stacks import StackReport
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.ui.screens.help import HelpScreen
 from rltui.ui.screens.stacks import SourceLines, StacksScreen
-from rltui.ui.themes import RltuiTheme, load_all, next_theme
+from rltui.ui.themes import RltuiTheme, ThemeVariables, load_themes, next_theme, palette_of
 
 
-class StacksApp(App[int]):
+class StacksApp(ThemeVariables, App[int]):
     CSS_PATH = "rltui.tcss"
     TITLE = "rltui stacks"
     BINDINGS = [
         Binding("q", "quit", "Quit", show=False, id="rltui.stacks.quit"),
         Binding("t", "cycle_theme", "Theme", show=False, id="rltui.stacks.theme",
-                tooltip="cycle dark, light, colour-blind (not remembered here)"),
+                tooltip="cycle dark, light, colour-blind, yours (not remembered here)"),
         Binding("question_mark,f1", "help", "Help", id="rltui.stacks.help"),
     ]
 
     def __init__(self, report: StackReport, *, problems: Sequence[str] = (),
                  source_lines: SourceLines | None = None, title: str = "",
-                 theme: str = "dark") -> None:
+                 theme: str = "dark", config_path: str | Path | None = None) -> None:
         super().__init__()
-        self.themes: dict[str, RltuiTheme] = load_all()
+        self.themes: dict[str, RltuiTheme]
+        self.themes, self.theme_problems = load_themes(config_path)
         for t in self.themes.values():
             self.register_theme(t.textual)
         name = theme if theme in self.themes else "dark"
@@ -49,13 +51,15 @@ class StacksApp(App[int]):
     def get_default_screen(self) -> Screen:
         return self.stacks_screen
 
+    def on_mount(self) -> None:
+        for problem in self.theme_problems:
+            self.notify(problem, title="Theme", severity="error", timeout=30)
+
     def watch_theme(self, name: str) -> None:
-        theme = self.themes.get(name)
-        if theme is not None:
-            self.palette = theme.palette
+        self.palette = palette_of(self.current_theme)
 
     def action_cycle_theme(self) -> None:
-        self.theme = next_theme(self.theme)
+        self.theme = next_theme(self.theme, tuple(self.themes))
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
@@ -71,9 +75,11 @@ class StacksApp(App[int]):
 
 def build_stacks_app(report: StackReport, *, problems: Sequence[str] = (),
                      source_lines: SourceLines | None = None, title: str = "",
-                     theme: str = "dark") -> StacksApp:
+                     theme: str = "dark",
+                     config_path: str | Path | None = None) -> StacksApp:
     """The app of ``rltui stacks DIR`` (for the CLI and tests alike): ``report`` from
     ``classify``, ``problems`` from reading the dumps, ``source_lines`` usually
-    ``rltui.sources.sourcelines.read_source``, ``title`` the folder, ``theme`` the settings'."""
+    ``rltui.sources.sourcelines.read_source``, ``title`` the folder, ``theme`` the settings',
+    ``config_path`` the config file (the user's themes are beside it)."""
     return StacksApp(report, problems=problems, source_lines=source_lines, title=title,
-                     theme=theme)
+                     theme=theme, config_path=config_path)

@@ -18,7 +18,6 @@ from rltui.ui.commands import palette_commands
 from rltui.ui.screens import HelpScreen, LogFileScreen, MainScreen
 from rltui.ui.themes import load_theme
 from rltui.ui.widgets.log_facts import duration, eta, log_index, step_summary, step_times
-from rltui.ui.widgets.log_lines import RANK_COLOURS
 from rltui.ui.widgets.log_pane import HOW_LOGS_ARE_FOUND
 from rltui.ui.widgets.log_view import LogView
 from tests.fakes.scenarios import LOG_DIR, T0, TRACEBACK, WAITING_GLOB
@@ -77,7 +76,7 @@ async def test_lines_from_four_ranks_appear_with_tags_and_colours(replay_app):
         # colour. A warning line is painted warn.
         segments = drawn_line(view, find(view, "RuntimeError: NCCL"))
         assert segments[0].text.strip() == "r3"
-        assert colour(segments[0]) == RANK_COLOURS["dark"][3]
+        assert colour(segments[0]) == load_theme("dark").palette.ranks[3]
         assert segments[1].text.startswith("RuntimeError") and colour(segments[1]) == pal.bad
         await pilot.press("l")
         await pilot.press("x")  # errors only (the warning is above the screen otherwise)
@@ -108,7 +107,7 @@ async def test_colourblind_theme_uses_its_safe_rank_colours(replay_app):
         await pilot.press("e")
         view = log_view(app)
         segments = drawn_line(view, find(view, "RuntimeError: NCCL"))
-        assert colour(segments[0]) == RANK_COLOURS["colorblind"][3]
+        assert colour(segments[0]) == load_theme("colorblind").palette.ranks[3]
         assert colour(segments[1]) == load_theme("colorblind").palette.bad
 
 

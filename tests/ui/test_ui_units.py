@@ -110,10 +110,14 @@ def test_theme_cycle_wraps():
 
 def test_bad_theme_files_are_reported():
     text = theme_text("dark").replace("  bad:", "  bda:")
-    with pytest.raises(ThemeFileError, match="palette missing"):
+    with pytest.raises(ThemeFileError, match=r"line 18: palette.bda: unknown colour"):
         parse_theme(text, "dark")
+    # A shipped file must set every key (a user's file takes the rest from a shipped one).
+    text = theme_text("dark").replace('  bad: "#ff5f5f"', "")
+    with pytest.raises(ThemeFileError, match="missing palette.bad"):
+        parse_theme(text, "dark", strict=True)
     assert set(Palette.__dataclass_fields__) == {"ok", "warn", "bad", "idle", "dim", "spark",
-                                                 "info"}
+                                                 "info", "ranks"}
 
 
 def test_only_the_ui_package_imports_textual():

@@ -27,12 +27,11 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from rltui.config import THEMES
 from rltui.diagnosis.stacks import HANG, PROGRESSING, WORKING, StackReport
 from rltui.diagnosis.stackview import (Side, StackView, member_text, pattern_name,
                                        pattern_source)
 from rltui.ui.screens.flightrec import FlightRecorderScreen
-from rltui.ui.themes import Palette, load_theme
+from rltui.ui.themes import Palette, palette_of
 from rltui.ui.widgets.stack_classes import StackClassPane
 from rltui.ui.widgets.stack_diff import StackDiffPane
 from rltui.ui.widgets.stack_source import SourceLines, StackSourcePane
@@ -222,7 +221,7 @@ class StacksScreen(Screen):
         pal = getattr(self.app, "palette", None)
         if isinstance(pal, Palette):
             return pal
-        return load_theme(self.app.theme if self.app.theme in THEMES else "dark").palette
+        return palette_of(self.app.current_theme)
 
     # -- drawing ----------------------------------------------------------------------------------
     def _draw(self, first: bool = False) -> None:

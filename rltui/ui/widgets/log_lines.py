@@ -28,27 +28,6 @@ from rltui.ui.widgets.log_buffer import CUT, ERROR, MARKER, WARNING, Entry, LogB
 
 CUT_MARK = " [cut]"
 
-# Rank tag colours, chosen per theme to be told apart from each other and from the level
-# colours (errors and warnings colour the line's text, never its tag). The colour-blind set is
-# Okabe-Ito without its orange and vermillion, which that theme uses for warnings and errors.
-RANK_COLOURS: dict[str, tuple[str, ...]] = {
-    "dark": ("#61afef", "#c678dd", "#56b6c2", "#e5c07b", "#98c379", "#d19a66", "#ff87af",
-             "#5fd7af"),
-    "light": ("#0b63b3", "#8250df", "#0a7e8c", "#8a6100", "#1a7f37", "#953800", "#bf3989",
-              "#4d5a66"),
-    "colorblind": ("#56b4e9", "#009e73", "#f0e442", "#cc79a7", "#0072b2", "#e8e8e8"),
-}
-
-
-def rank_colours(palette: Palette) -> tuple[str, ...]:
-    """The tag colours that go with ``palette`` (a view carries the palette, not the theme's
-    name; the shipped themes' palettes tell them apart)."""
-    for name, colours in RANK_COLOURS.items():
-        if load_theme(name).palette == palette:
-            return colours
-    return RANK_COLOURS["dark"]
-
-
 @lru_cache(maxsize=256)
 def _style(text: str) -> Style:
     return Style.parse(text) if text else Style()
@@ -99,7 +78,8 @@ class LogLines(ScrollView, can_focus=True):
         self.cursor: int | None = None  # absolute position of the line a jump landed on
         self._base: Style | None = None
         self._palette: Palette | None = None
-        self._colours: tuple[str, ...] = RANK_COLOURS["dark"]
+        # Rank tag colours: the active theme's (``ranks:`` of its file, via the palette).
+        self._colours: tuple[str, ...] = load_theme("dark").palette.ranks
         # Drawn lines by entry: following a busy log scrolls every line on screen each second,
         # and most of them were drawn the second before. The entry itself is kept in the value
         # so its id cannot be reused while cached.
@@ -109,7 +89,7 @@ class LogLines(ScrollView, can_focus=True):
     def set_palette(self, palette: Palette) -> None:
         if palette != self._palette:
             self._palette = palette
-            self._colours = rank_colours(palette)
+            self._colours = palette.ranks or (palette.info,)
             self.refresh()
 
     def rows_changed(self, added: int, dropped: int) -> None:
