@@ -17,10 +17,11 @@ from rltui.model import LogFileState, LogPoll, StepRecord
 from rltui.ui.commands import palette_commands
 from rltui.ui.screens import HelpScreen, LogFileScreen, MainScreen
 from rltui.ui.themes import load_theme
-from rltui.ui.widgets.log_facts import duration, eta, log_index, step_summary, step_times
+from rltui.ui.widgets.log_facts import eta, log_index, step_summary, step_times
 from rltui.ui.widgets.log_lines import RANK_COLOURS
 from rltui.ui.widgets.log_pane import HOW_LOGS_ARE_FOUND
 from rltui.ui.widgets.log_view import LogView
+from rltui.units import duration
 from tests.fakes.scenarios import LOG_DIR, T0, TRACEBACK, WAITING_GLOB
 from tests.ui.helpers import cell, drawn, plain
 

@@ -13,6 +13,7 @@ PURE_MODULES = [
     "rltui.monitor",
     "rltui.report",
     "rltui.rankset",
+    "rltui.units",
     "rltui.redact",
     "rltui.scrub",
     "rltui.parsing.procinfo",
