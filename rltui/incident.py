@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from rltui import __version__
+from rltui import __version__, units
 from rltui.diagnosis.exits import exit_of
 from rltui.diagnosis.flightrec import analysis_json
 from rltui.diagnosis.stacks import StackReport, report_json, where
@@ -194,18 +194,10 @@ def stack_commands(snap: NodeSnapshot, limit: int = 64, prefix: str = "") -> lis
 
 # -- markdown --------------------------------------------------------------------------------------
 
-def _when(t: float | None) -> str:
-    return "?" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
-
-
 def _fmt(v: Any, unit: str = "", digits: int = 0) -> str:
     if v is None:
         return "N/A"
     return f"{v:.{digits}f}{unit}" if isinstance(v, float) else f"{v}{unit}"
-
-
-def _gib(n: int | None) -> str:
-    return "N/A" if n is None else f"{n / 2**30:.1f} GiB"
 
 
 def _cell(text: Any) -> str:
@@ -226,7 +218,7 @@ def to_markdown(doc: Mapping[str, Any]) -> str:
     """The report for people: the same facts as the JSON, in reading order."""
     out = [f"# rltui incident report: {doc['host'] or '?'}", "",
            f"- job: {doc['job'] or '?'}",
-           f"- when: {_when(doc['snapshot_time'])} ({doc['mode']})",
+           f"- when: {units.stamp(doc['snapshot_time'])} ({doc['mode']})",
            f"- verdict: **{doc['verdict'].upper()}**",
            f"- tool: {doc['tool']}", ""]
     grouped = [i for i in doc.get("incidents", ()) if len(i["symptoms"]) > 1]
@@ -292,7 +284,8 @@ def to_markdown(doc: Mapping[str, Any]) -> str:
         out.append(
             f"| {_fmt(r['rank'])} | {host}{_fmt(r['pid'])} | {r['state']} "
             f"| {_fmt(r.get('cpu_percent'), '%')} | {_fmt(gpu.get('index'))} "
-            f"| {_fmt(gpu.get('util'), '%')} | {_gib(gpu.get('mem_used'))} "
+            f"| {_fmt(gpu.get('util'), '%')} "
+            f"| {units.gib(gpu.get('mem_used'), 1, missing='N/A')} "
             f"| {_fmt(r.get('last_step'))} | {'N/A' if age is None else f'{age:.0f} s'} "
             f"| {r.get('stack_class') or '-'} |")
     if not doc["ranks"]:

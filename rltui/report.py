@@ -6,11 +6,10 @@ renamed, and ``schema`` is bumped only for a change a script would notice.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from rltui import __version__
+from rltui import __version__, units
 from rltui.diagnosis.exits import exit_of
 from rltui.diagnosis.stacks import StackReport, report_json, where, who
 from rltui.model import Diagnosis, NodeSnapshot, severity_rank
@@ -176,10 +175,6 @@ def _rank_key(p) -> tuple:
     return (p.rank is None, p.rank if p.rank is not None else 0, p.pid)
 
 
-def _gib(n: int | None) -> str:
-    return "N/A" if n is None else f"{n / 2**30:.1f}G"
-
-
 def _num(v: float | None, fmt: str = "{:.0f}", unit: str = "") -> str:
     return "N/A" if v is None else fmt.format(v) + unit
 
@@ -188,7 +183,7 @@ def to_text(snap: NodeSnapshot, diagnosis: Diagnosis,
             stacks: StackReport | None = None, jobs: Sequence[JobView] = ()) -> str:
     """A plain report for a terminal or a ticket (with the stack classes when read, and the
     jobs when the node runs several)."""
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(snap.timestamp))
+    when = units.stamp(snap.timestamp)
     several = len([v for v in jobs if v.job is not None]) > 1
     lines = [f"rltui diagnose: {snap.host or '?'}  {snap.job}  at {when}",
              f"verdict: {diagnosis.verdict.upper()}", ""]
@@ -220,7 +215,8 @@ def to_text(snap: NodeSnapshot, diagnosis: Diagnosis,
             lines.append(f"  {g.index:>3} {g.name}: {g.error}")
             continue
         lines.append(f"  {g.index:>3} {g.name[:24]:24} util {_num(g.util, unit='%'):>5}  "
-                     f"mem {_gib(g.mem_used)}/{_gib(g.mem_total)}  "
+                     f"mem {units.gib(g.mem_used, 1, 'G', 'N/A')}/"
+                     f"{units.gib(g.mem_total, 1, 'G', 'N/A')}  "
                      f"{_num(g.temperature_c, unit='C')}  {_num(g.power_w, unit='W')}")
     lines.append(f"Job processes: {len(snap.procs)}")
     job_of = {pid: j.id for j in snap.jobs for pid in j.pids} if len(snap.jobs) > 1 else {}
@@ -235,7 +231,7 @@ def to_text(snap: NodeSnapshot, diagnosis: Diagnosis,
     for d in snap.departed:
         rank = "-" if d.rank is None else str(d.rank)
         ex = exit_of(snap, d)
-        left = (f", left {time.strftime('%H:%M:%S', time.localtime(ex.at))} ({ex.at_from})"
+        left = (f", left {units.clock(ex.at)} ({ex.at_from})"
                 if ex.at is not None else "")
         lines.append(f"  rank {rank:>4} pid {d.pid or '-':>7} {d.reason}"
                      + (f", {ex.how}" if ex.how else "") + left)

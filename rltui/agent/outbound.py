@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
+from rltui import units
 from rltui.agent.protocol import (MAX_LINE, TOO_LONG, ProtocolError, ReadingMessage, encode,
                                   line_of)
 from rltui.model import ERROR, LogPoll, LogUpdate, Reading
@@ -72,6 +73,6 @@ def reading_lines(host: str, t: float, reading: Reading) -> list[bytes]:
     size = len(line_of(ReadingMessage(host, t, reading)))
     return [encode(ReadingMessage(host, t, Reading(
         source=reading.source, timestamp=reading.timestamp, status=ERROR,
-        message=f"a {reading.source} reading of {size / 2**20:.1f} MiB is over the "
+        message=f"a {reading.source} reading of {units.mib(size)} is over the "
                 f"{MAX_LINE >> 20} MiB line limit and was not sent")))]
 

@@ -12,10 +12,10 @@ job, owned by the monitor): the UI evaluates every second, the stacks change eve
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from typing import Mapping, Sequence
 
+from rltui import units
 from rltui.diagnosis import flightrec
 from rltui.diagnosis import logs as log_rules
 from rltui.diagnosis.stacks import StackReport, classify, symptoms
@@ -153,7 +153,7 @@ class HangMemo:
                 if steps:
                     onset = max(steps)
             onsets[key] = onset
-            clock = time.strftime("%H:%M:%S", time.localtime(onset))
+            clock = units.clock(onset)
             out.append(replace(s, since=onset, evidence=(f"since {clock}",) + s.evidence))
         self._onsets = onsets
         return out

@@ -7,9 +7,9 @@ Pure. "Now" is the snapshot's timestamp: the clock for a live node, the time of 
 from __future__ import annotations
 
 import statistics
-import time
 from typing import Iterable, Sequence
 
+from rltui import units
 from rltui.diagnosis import playbook
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import LogEvent, LogFileState, NodeSnapshot, Symptom
@@ -24,23 +24,6 @@ def ref(log: LogFileState, event: LogEvent) -> str:
     if event.end_line > event.line_no:
         return f"{log.path}:{plus}{event.line_no}-{event.end_line}"
     return f"{log.path}:{plus}{event.line_no}"
-
-
-def _clock(t: float | None) -> str:
-    return "?" if t is None else time.strftime("%H:%M:%S", time.localtime(t))
-
-
-def _ago(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-def _gib(n: object) -> str:
-    return f"{n / 2**30:.2f} GiB" if isinstance(n, (int, float)) else "?"
 
 
 def step_durations(log: LogFileState) -> list[float]:
@@ -112,8 +95,9 @@ def steps_stalled(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
             typical = f"{log.steps_seen} steps read at once, step time unknown"
         else:
             typical = "one step seen"
-        evidence.append(f"{log.path}: last step {log.last_step} at {_clock(log.last_step_time)},"
-                        f" {_ago(age)} ago ({typical}; limit {limit:.0f} s)")
+        evidence.append(f"{log.path}: last step {log.last_step} at "
+                        f"{units.clock(log.last_step_time)}, {units.ago(age)} ago ({typical}; "
+                        f"limit {limit:.0f} s)")
     evidence.extend(_hung_or_slow(snap, th))
     evidence.append(now_note(snap))
     ranks = tuple(sorted({r for r in (_rank_of(log, snap) for log, *_ in stalled)
@@ -122,7 +106,7 @@ def steps_stalled(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
     return [Symptom(
         id="steps-stalled",
         severity="critical" if live == "alive" else "warning",
-        title=(f"no new step for {_ago(worst)}"
+        title=(f"no new step for {units.ago(worst)}"
                + (" while the job's processes are alive" if live == "alive" else "")
                + (f" ({rank_label(ranks)})" if ranks else "")),
         ranks=ranks,
@@ -170,7 +154,7 @@ def _hung_or_slow(snap: NodeSnapshot, th: Thresholds) -> list[str]:
 
 
 def now_note(snap: NodeSnapshot) -> str:
-    return f"now = {_clock(snap.timestamp)} ({snap.now_source or 'the clock of this run'})"
+    return f"now = {units.clock(snap.timestamp)} ({snap.now_source or 'the clock of this run'})"
 
 
 def events_of(snap: NodeSnapshot, kinds: Iterable[str]) -> list[tuple[LogFileState, LogEvent]]:
@@ -288,14 +272,14 @@ def cuda_oom(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
         if e.kind == "engine-oom":
             evidence.append(f"{ref(log, e)}: {e.summary}")
             continue
-        parts = [f"tried to allocate {_gib(e.field('requested'))}"]
+        parts = [f"tried to allocate {units.gib(e.field('requested'))}"]
         if e.field("free") is not None:
-            parts.append(f"{_gib(e.field('free'))} free of {_gib(e.field('capacity'))}")
+            parts.append(f"{units.gib(e.field('free'))} free of {units.gib(e.field('capacity'))}")
         if e.field("allocated") is not None:
-            parts.append(f"PyTorch allocated {_gib(e.field('allocated'))}")
+            parts.append(f"PyTorch allocated {units.gib(e.field('allocated'))}")
         reserved = e.field("reserved_unallocated")
         if isinstance(reserved, (int, float)):
-            parts.append(f"reserved but unallocated {_gib(reserved)}")
+            parts.append(f"reserved but unallocated {units.gib(reserved)}")
             requested = e.field("requested")
             if isinstance(requested, (int, float)) and reserved >= requested:
                 fragmented = True

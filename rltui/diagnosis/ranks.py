@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from rltui import units
 from rltui.diagnosis import playbook
 from rltui.diagnosis.exits import Exit, exit_of
-from rltui.diagnosis.logs import ERROR_KINDS, _ago, _clock, events_of, last_error, ref
+from rltui.diagnosis.logs import ERROR_KINDS, events_of, last_error, ref
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import DepartedRank, NodeSnapshot, Symptom
 from rltui.rankset import label as rank_label
@@ -32,15 +33,15 @@ def rank_exited(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
         who = f"rank {d.rank}" if d.rank is not None else "a job process"
         how = f", {ex.how}" + (f" ({ex.code_from})" if ex.code_from else "") if ex.how else ""
         if d.reason == "missing from WORLD_SIZE":
-            left = (f"; it left at {_clock(ex.at)}, {_ago(snap.timestamp - ex.at)} ago "
+            left = (f"; it left at {units.clock(ex.at)}, {units.ago(snap.timestamp - ex.at)} ago "
                     f"({ex.at_from})" if ex.at is not None else "")
             evidence.append(f"{who}: not running although WORLD_SIZE says it should be "
                             f"(single-node job){how}{left}")
         else:
-            left = (f", left at {_clock(ex.at)} ({ex.at_from})"
+            left = (f", left at {units.clock(ex.at)} ({ex.at_from})"
                     if ex.at is not None and ex.at_from != "last seen alive by rltui" else "")
             evidence.append(f"{who} (pid {d.pid}): {d.reason}{how}{left}, gone for "
-                            f"{_ago(snap.timestamp - _since(d, ex))}")
+                            f"{units.ago(snap.timestamp - _since(d, ex))}")
         info = d.info
         error = last_error(snap, d.rank, d.pid,
                            (info.stdout_path, info.stderr_path) if info else ())
@@ -87,7 +88,7 @@ def _all_gone(snap: NodeSnapshot, th: Thresholds) -> list[Symptom]:
     for d, ex in crashed[:8]:
         who = f"rank {d.rank}" if d.rank is not None else f"pid {d.pid}"
         evidence.append(f"{who} (pid {d.pid}): {ex.error or ex.how}"
-                        + (f", left at {_clock(ex.at)} ({ex.at_from})" if ex.at else ""))
+                        + (f", left at {units.clock(ex.at)} ({ex.at_from})" if ex.at else ""))
     ranks = tuple(sorted(d.rank for d, _ in crashed if d.rank is not None))
     label = rank_label(ranks) if ranks else f"{len(crashed)} job process(es)"
     evidence.append(f"no process of the job is left ({len(gone)} exited)")

@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import re
 
+from rltui import units
+
 Fields = list[tuple[str, str | int | float | None]]
 
 # -- NCCL watchdog ---------------------------------------------------------------------------------
@@ -114,11 +116,6 @@ def parse_companion(text: str) -> Fields | None:
     return None
 
 
-def _duration(ms: int) -> str:
-    """"1800 s", or "90 ms" for a test's 1 ms timeout (seconds would read "0 s")."""
-    return f"{ms} ms" if ms < 10000 else f"{ms / 1000:.0f} s"
-
-
 def watchdog_summary(fields: dict) -> str:
     rank = fields.get("rank")
     who = f"rank {rank}" if rank is not None else "a rank"
@@ -130,9 +127,9 @@ def watchdog_summary(fields: dict) -> str:
     ran = fields.get("ran_for_ms")
     timeout = fields.get("timeout_ms")
     if isinstance(ran, int):
-        text += f" ran {_duration(ran)}"
+        text += f" ran {units.millis(ran)}"
         if isinstance(timeout, int):
-            text += f" (timeout {_duration(timeout)})"
+            text += f" (timeout {units.millis(timeout)})"
     done = fields.get("last_completed")
     queued = fields.get("last_enqueued")
     if isinstance(done, int) and isinstance(queued, int):

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from rltui.units import pytorch_bytes
+
 Fields = list[tuple[str, str | int | float | None]]
 
 _UNITS = {
@@ -34,19 +36,6 @@ _SIZE = r"(?<![\d.])" + _NUM + r" ?(bytes|[KMGT]i?B)"
 def size_to_bytes(number: str, unit: str) -> int:
     """``("13.91", "GiB")`` -> ``int(13.91 * 2**30)``."""
     return int(float(number) * _UNITS[unit.lower()])
-
-
-def format_bytes(value: float | None) -> str:
-    """Bytes the way PyTorch prints them, so summaries read like the log ("13.91 GiB")."""
-    if value is None:
-        return "?"
-    size = float(value)
-    if size <= 1024:
-        return f"{int(size)} bytes"
-    for unit, scale in (("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30)):
-        if size <= scale * 1024 or unit == "GiB":
-            return f"{size / scale:.2f} {unit}"
-    return f"{size:.0f} bytes"  # unreachable; keeps type checkers calm
 
 
 def _size(regex: re.Pattern[str], text: str) -> int | None:
@@ -205,9 +194,9 @@ def cuda_oom_summary(fields: dict) -> str:
                 "the worker's message not in this log")
     parts = []
     if fields.get("requested") is not None:
-        parts.append(f"tried to allocate {format_bytes(fields['requested'])}")
+        parts.append(f"tried to allocate {pytorch_bytes(fields['requested'])}")
     if fields.get("capacity") is not None:
-        parts.append(f"{format_bytes(fields.get('free'))} free of {format_bytes(fields['capacity'])}")
+        parts.append(f"{pytorch_bytes(fields.get('free'))} free of {pytorch_bytes(fields['capacity'])}")
     text = f"CUDA OOM{where}"
     if fields.get("warning"):
         text = f"CUDA allocator OOM warning{where}"
@@ -219,7 +208,7 @@ def cuda_oom_summary(fields: dict) -> str:
     if count:
         pids = str(fields.get("process_usage") or "").split(",")
         who = f"process {pids[0].split(':')[0]}" if count == 1 else f"{count} processes"
-        text += f"; {who} hold{'s' if count == 1 else ''} {format_bytes(fields.get('others_bytes'))}"
+        text += f"; {who} hold{'s' if count == 1 else ''} {pytorch_bytes(fields.get('others_bytes'))}"
     return text
 
 
@@ -321,17 +310,17 @@ def engine_oom_summary(fields: dict) -> str:
     reason = fields.get("reason")
     if reason == "free-memory-at-start":
         device = f" on {fields['device']}" if fields.get("device") else ""
-        return (f"vLLM could not start: {format_bytes(fields.get('free'))} free of "
-                f"{format_bytes(fields.get('total'))}{device}, gpu_memory_utilization "
-                f"{fields.get('utilization')} wants {format_bytes(fields.get('desired'))}")
+        return (f"vLLM could not start: {pytorch_bytes(fields.get('free'))} free of "
+                f"{pytorch_bytes(fields.get('total'))}{device}, gpu_memory_utilization "
+                f"{fields.get('utilization')} wants {pytorch_bytes(fields.get('desired'))}")
     if reason == "no-cache-blocks":
         return "vLLM could not start: no GPU memory left for the KV cache blocks"
     if reason == "kv-cache-too-small":
         text = "vLLM could not start: the KV cache does not fit one request of max_model_len"
         if fields.get("needed") is not None:
             text = (f"vLLM could not start: one request of max_model_len {fields.get('max_model_len')}"
-                    f" needs {format_bytes(fields['needed'])} of KV cache, "
-                    f"{format_bytes(fields.get('available'))} available")
+                    f" needs {pytorch_bytes(fields['needed'])} of KV cache, "
+                    f"{pytorch_bytes(fields.get('available'))} available")
         return text
     if reason in ("prefill-out-of-memory", "decode-out-of-memory"):
         step = reason.split("-")[0]
@@ -520,7 +509,7 @@ def ray_oom_summary(fields: dict) -> str:
         return f"Ray OOM killer{node}: {who} killed due to host memory pressure"
     text = f"Ray OOM killer{node}"
     if fields.get("used") is not None:
-        text += (f": host memory {format_bytes(fields['used'])} of {format_bytes(fields.get('total'))}")
+        text += (f": host memory {pytorch_bytes(fields['used'])} of {pytorch_bytes(fields.get('total'))}")
         frac, limit = fields.get("usage_fraction"), fields.get("threshold")
         if frac is not None and limit is not None:
             text += f" ({frac:.2f} > threshold {limit:g})"
@@ -531,6 +520,6 @@ def ray_oom_summary(fields: dict) -> str:
         what = name or "a worker"
         extra = [f"pid {pid}"] if pid is not None else []
         if fields.get("task_memory") is not None:
-            extra.append(format_bytes(fields["task_memory"]))
+            extra.append(pytorch_bytes(fields["task_memory"]))
         text += f"; killed {what}" + (f" ({', '.join(extra)})" if extra else "")
     return text[:300]

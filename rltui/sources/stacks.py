@@ -59,6 +59,7 @@ from rltui.model import (
 )
 from rltui.parsing.pyspy import parse_json
 from rltui.sources.base import reading
+from rltui.units import MIB
 
 EXITED = "exited"  # a dump's status: the process ended while it was being dumped
 MAX_OUTPUT = 64 << 20  # bytes of one py-spy's stdout; a bigger dump is garbage or a fork bomb
@@ -245,7 +246,7 @@ class StackSource:
             return done(TIMEOUT, f"py-spy took longer than {self._settings.timeout:g} s and "
                                  f"was stopped" + note)
         if cut == "overflow":
-            return done(ERROR, f"py-spy printed more than {MAX_OUTPUT / 2**20:g} MiB; not read"
+            return done(ERROR, f"py-spy printed more than {MAX_OUTPUT / MIB:g} MiB; not read"
                                 + note)
         if rc == 0:
             dump = _parsed(stdout, pid, done)

@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 from rltui.config import Cadence, Settings
@@ -24,7 +23,7 @@ from rltui.remote.transports import LOCAL, Launch
 from rltui.sources.bundle import Bundle
 from rltui.ui import build_app
 from rltui.ui.screens.stacks import StacksScreen
-from tests.ui.helpers import header_text
+from tests.ui.helpers import header_text, until_view
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO = REPO / "fixtures" / "scenarios" / "demo-cleanup-deadlock"
@@ -53,12 +52,7 @@ def cluster_app(tmp_path, plan: list[Launch], settings: Settings = FAST, **strea
 
 async def until(app, condition, what: str):
     """The first view for which ``condition(view)`` holds."""
-    deadline = time.monotonic() + WAIT
-    while True:
-        view = await app.next_evaluation(timeout=WAIT)
-        if condition(view):
-            return view
-        assert time.monotonic() < deadline, f"never: {what}"
+    return await until_view(app, condition, what, timeout=WAIT)
 
 
 def states(view) -> dict[str, str]:

@@ -13,7 +13,7 @@ from rltui.model import OK, LogLine, LogPoll, LogUpdate, ProcPoll, Reading
 from rltui.ui import build_app
 from tests.fakes.scenarios import proc
 from tests.fakes.sources import FakeSource, live_bundle
-from tests.ui.helpers import drawn
+from tests.ui.helpers import drawn, until_view
 
 FAST = Settings(cadence=Cadence(gpus=0.05, procs=0.05, logs=0.05, ui=0.1),
                 thresholds=Thresholds(stale_after_intervals=1000.0))
@@ -51,9 +51,7 @@ async def test_the_rank_table_and_the_log_pane_show_outside_strings_escaped(tmp_
 
         await pilot.press("e")
         view = app.main_screen.logs.log_view
-        deadline = time.monotonic() + 30  # a safety net, not a bound: wait for the line
-        while not view.buffer.entries and time.monotonic() < deadline:
-            await pilot.pause(0.05)
+        await until_view(app, lambda _: view.buffer.entries, "the log line in the pane")
         entry = view.buffer.entries[-1]
         assert entry.text.startswith("INFO \\x1b]0;owned-title\\x07\\x1b[2J\\x1b[31mred")
         assert "[bold red]x[/] \\x9b2J token=***" in entry.text

@@ -18,7 +18,7 @@ from rltui.ui.screens.flightrec import FlightRecorderScreen
 from rltui.ui.screens.stacks import StacksScreen
 from rltui.ui.stacks_app import build_stacks_app
 from tests.ui.flightrec_case import cross_group_report
-from tests.ui.helpers import plain
+from tests.ui.helpers import headers, plain
 from tests.ui.test_ui_stacks import fake_source, report_of
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((200, 60), id="200x60")]
@@ -70,7 +70,7 @@ async def test_each_rank_s_collective_beside_its_stack(size):
         # the sides: rank 0 (default_pg, L) against rank 2 (group 1, R)
         assert (s.left, s.right) == (Side(member=0), Side(member=2))
         assert (rows[1]["side"], rows[2]["side"]) == ("L", "R")
-        left, right = (c[1] for c in s.diff_pane._columns if c[0] in ("left", "right"))
+        left, right = (headers(s.diff_pane.table)[c] for c in ("left", "right"))
         if wide:
             assert (left, right) == (f"rank 0 (#1) · {DEFAULT_PG}", f"rank 2 (#1) · {GROUP_1}")
         else:
@@ -120,7 +120,7 @@ async def test_without_the_flight_recorder_no_column_and_no_f():
         await pilot.pause()
         s = screen_of(app)
         assert "collective" not in s.class_pane.table.columns
-        assert [c[1] for c in s.diff_pane._columns][1] == "rank 0 (#1)"
+        assert headers(s.diff_pane.table)["left"] == "rank 0 (#1)"
         assert "flight_recorder" not in footer_keys(s)
         await pilot.press("f")
         assert app.screen is s

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from textual.command import CommandList
+
 from rltui.config import Settings
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.ui.commands import palette_commands
 from rltui.ui.screens import HelpScreen, MainScreen
 from rltui.ui.themes import load_theme
-from tests.ui.helpers import drawn, plain
+from tests.ui.helpers import drawn, plain, until_idle
 
 
 async def test_help_opens_lists_keys_and_thresholds_and_closes(replay_app):
@@ -133,7 +135,9 @@ async def test_palette_commands_and_titles(replay_app):
         assert "Theme" not in [c.title for c in app.get_system_commands(app.screen)]
         await pilot.press("ctrl+p")
         await pilot.press(*"colour")
-        await pilot.pause(0.3)  # the palette searches asynchronously
+        commands = app.screen.query_one(CommandList)  # the palette searches asynchronously
+        await until_idle(pilot, lambda: commands.option_count and "Colour-blind" in str(
+            commands.get_option_at_index(0).prompt), "the palette offers the theme")
         await pilot.press("enter")
         await pilot.pause()
         assert app.theme == "colorblind"

@@ -13,7 +13,7 @@ from rltui.ui import build_app
 from rltui.ui.drivers.live import POLL_GROUP
 from tests.fakes.scenarios import NO_NVML
 from tests.fakes.sources import gpus_ok, gpus_unavailable, live_bundle, procs_ok
-from tests.ui.helpers import gpu_message, header_text
+from tests.ui.helpers import gpu_message, header_text, record_intervals, until_idle
 
 # Fast cadences keep the tests short; a loaded test machine may be late by a few intervals, so
 # staleness is tested on its own (test_ui_units) rather than here.
@@ -47,14 +47,18 @@ async def test_first_evaluation_shows_every_source(tmp_path):
 async def test_pause_stops_polling_and_ingesting_resume_continues(tmp_path):
     gpus, procs = gpus_ok(), procs_ok()
     app = make(tmp_path, gpus, procs)
+    timers = record_intervals(app)
     async with app.run_test() as pilot:
         await app.wait_for_evaluation(after=0)
+        assert set(timers) == {"evaluate", "poll gpus", "poll procs"}
         await pilot.press("p")
         await settle(app, pilot)
         polls, ingested, evaluations = (gpus.polls, procs.polls), app.ingested, app.evaluations
         assert "PAUSED" in header_text(app)
-        await pilot.pause(0.4)  # several poll and UI intervals pass
-        app.tick()  # a timer firing now changes nothing either
+        for _ in range(3):  # several poll and UI intervals pass: every timer fires, by hand
+            for fire in timers.values():
+                fire()
+        await settle(app, pilot)
         assert (gpus.polls, procs.polls) == polls
         assert app.ingested == ingested and app.evaluations == evaluations
         await pilot.press("space")
@@ -84,14 +88,19 @@ async def test_a_source_is_never_polled_twice_at_once(tmp_path):
     gpus = gpus_ok()
     gpus.gate = threading.Event()
     app = make(tmp_path, gpus)
+    timers = record_intervals(app)
     try:
         async with app.run_test() as pilot:
-            await pilot.pause(0.3)  # many poll intervals while the first poll hangs
+            await until_idle(pilot, lambda: gpus.polls == 1, "the first poll")
+            for _ in range(3):  # its interval passes, again and again, while the poll hangs
+                timers["poll gpus"]()
+            # the hung poll is still the one running worker (a second would be there at once)
+            assert [w.name for w in app.workers if w.group == POLL_GROUP] == ["gpus"]
             assert gpus.polls == 1
-            assert app.workers  # the hung poll is still a running worker
             gpus.gate.set()
-            await app.wait_for_evaluation(after=0)
-            await pilot.pause(0.2)
+            await settle(app, pilot)  # the hung poll ends
+            timers["poll gpus"]()  # the next interval polls again
+            await app.workers.wait_for_complete()
             assert gpus.polls > 1
     finally:
         gpus.gate.set()
@@ -166,7 +175,7 @@ async def test_bundle_closed_once_when_the_app_crashes(tmp_path):
     with pytest.raises(RuntimeError, match="bug in a pane"):
         async with app.run_test() as pilot:
             app.call_later(crash)
-            await pilot.pause(0.2)
+            await pilot.pause()
     assert closed == [1]
 
 

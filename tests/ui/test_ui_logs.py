@@ -17,9 +17,10 @@ from rltui.model import LogFileState, LogPoll, StepRecord
 from rltui.ui.commands import palette_commands
 from rltui.ui.screens import HelpScreen, LogFileScreen, MainScreen
 from rltui.ui.themes import load_theme
-from rltui.ui.widgets.log_facts import duration, eta, log_index, step_summary, step_times
+from rltui.ui.widgets.log_facts import eta, log_index, step_summary, step_times
 from rltui.ui.widgets.log_pane import HOW_LOGS_ARE_FOUND
 from rltui.ui.widgets.log_view import LogView
+from rltui.units import duration
 from tests.fakes.scenarios import LOG_DIR, T0, TRACEBACK, WAITING_GLOB
 from tests.ui.helpers import cell, drawn, plain
 
@@ -326,13 +327,15 @@ async def test_eta_is_blank_without_a_total(replay_app, tmp_path):
     app = replay_app("with_logs")
     async with app.run_test(size=(200, 60)) as pilot:
         await pilot.press("e")
-        pane = app.main_screen.ranks
-        state = log_index(app.latest.snapshot).for_rank(1)
-        assert pane._step_cells(state, app.latest, "")["eta"].text == "6m35s"
+        table = app.main_screen.ranks.table
+        key = next(k for k in table.row_keys if cell(table, k, "rank").text == "1")
+        assert cell(table, key, "eta").text == "6m35s"
+        # the same view, its logs not knowing the total, shown by the pane
         from dataclasses import replace
-        no_total = replace(state, total_steps=None)
-        cells = pane._step_cells(no_total, app.latest, "")
-        assert cells["eta"].text == "-" and cells["step"].text == "8 · 20s"
+        view = app.latest
+        logs = tuple(replace(log, total_steps=None) for log in view.snapshot.logs)
+        app.main_screen.ranks.show(replace(view, snapshot=replace(view.snapshot, logs=logs)))
+        assert cell(table, key, "eta").text == "-" and cell(table, key, "step").text == "8 · 20s"
 
 
 async def test_no_log_files_says_how_logs_are_found(replay_app):

@@ -7,7 +7,6 @@ pictures do not change when the demo's code does. Update with ``pytest tests/ui/
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from rltui.model import ProcessDump
 from rltui.parsing.pyspy import read_folder_entries
 from rltui.ui.screens.stacks import StacksScreen
 from rltui.ui.stacks_app import build_stacks_app
-from tests.ui.helpers import plain
+from tests.ui.helpers import plain, until_idle
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "stacks"
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((200, 60), id="200x60")]
@@ -85,10 +84,7 @@ async def test_the_divergence_row_is_on_screen_at_80x24():
 
         # the table scrolls to the row once it has its size: on a loaded machine that can be a
         # few refreshes after the first pause (CI once looked at top 0 before it scrolled)
-        deadline = asyncio.get_running_loop().time() + 10.0
-        while not shown() and asyncio.get_running_loop().time() < deadline:
-            await pilot.pause(0.05)
-        assert shown(), (table.scroll_y, table.size)
+        await until_idle(pilot, shown, f"row 5 on screen ({table.scroll_y}, {table.size})")
 
 
 # -- keys ------------------------------------------------------------------------------------------

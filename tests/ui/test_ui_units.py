@@ -11,7 +11,8 @@ import pytest
 from rltui.config import THEMES
 from rltui.model import GpuSample, NodeSnapshot, SourceState
 from rltui.ui.themes import Palette, ThemeFileError, load_theme, next_theme, parse_theme, theme_text
-from rltui.ui.widgets.cells import BLOCKS, SparkSeries, age, spark
+from rltui.ui.widgets.cells import BLOCKS, SparkSeries, spark
+from rltui.units import age
 from rltui.ui.widgets.gpu_table import GpuPane
 from rltui.ui.widgets.header import source_label
 from rltui.ui.widgets.pane import Column, fit_columns

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rltui import units
 from rltui.parsing import distfail, events, oom
 from rltui.parsing import tracebacks as tb
 from rltui.parsing.events import EventReader
@@ -215,7 +216,7 @@ def test_size_to_bytes(number, unit, expected):
     (int(13.91 * GiB), "13.91 GiB"), (None, "?"),
 ])
 def test_format_bytes_prints_like_pytorch(value, text):
-    assert oom.format_bytes(value) == text
+    assert units.pytorch_bytes(value) == text
 
 
 # -- CUDA OOM variants -------------------------------------------------------------------------------

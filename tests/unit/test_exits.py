@@ -59,7 +59,7 @@ def test_rank_exited_says_crashed_only_with_an_error_and_ages_from_the_evidence(
     assert s.title == ("rank 1 crashed (RuntimeError at trainer.py:130 in step) while 1 other "
                        "process(es) remain")
     assert s.since == NOW - 90
-    assert any("1 min ago" in e or "90 s ago" in e for e in s.evidence), s.evidence
+    assert any("90 s ago" in e for e in s.evidence), s.evidence
     assert any("found beside rank 0's log" in e for e in s.evidence)
     (plain,) = ranks.rank_exited(snap(departed=[d], procs=[alive]), (), Thresholds())
     assert plain.title == "rank 1 exited while 1 other process(es) remain"

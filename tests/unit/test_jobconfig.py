@@ -105,8 +105,8 @@ def test_sweeps_group_choices_and_bad_keys_are_problems_not_values():
     assert "choice" in problems[1]
     assert "config group" in problems[2] and "config group" in problems[3]
     assert "not a config key" in problems[4]
-    assert "unbalanced" in problems[5] or "bracket" in problems[5]
-    assert "quote" in problems[6]
+    assert "unbalanced brackets" in problems[5]
+    assert "unterminated quote" in problems[6]
 
 
 def test_list_index_keys_are_keys():

@@ -13,6 +13,7 @@ PURE_MODULES = [
     "rltui.monitor",
     "rltui.report",
     "rltui.rankset",
+    "rltui.units",
     "rltui.redact",
     "rltui.scrub",
     "rltui.parsing.procinfo",
@@ -48,6 +49,9 @@ PURE_MODULES = [
     # the checks' pure halves: comparison, answers, reports, rewards, findings (reading the
     # dataset, the spec's environment, the forms' file checks and exports are I/O: not here)
     "rltui.checks.forms",
+    "rltui.checks.params",
+    "rltui.checks.rollout.params",
+    "rltui.checks.workflow.params",
     "rltui.checks.progress",
     "rltui.checks.rollout.answers",
     "rltui.checks.rollout.compare",

@@ -437,7 +437,7 @@ def test_dropping_dumps_over_the_cap_is_reported():
     n = stacktext.MAX_DUMPS + 100
     dumps, problems = _read("Process 1: x\nThread 1 (idle)\n    f (a.py:1)\n" * n)
     assert len(dumps) == stacktext.MAX_DUMPS
-    assert any("dump" in p and ("first" in p or "only" in p or "more" in p) for p in problems)
+    assert f"{n} dumps; only the first {stacktext.MAX_DUMPS} were read" in " ".join(problems)
 
 
 def test_a_process_header_followed_by_a_long_log_is_linear():

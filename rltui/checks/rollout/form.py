@@ -8,56 +8,31 @@ from typing import Any, Mapping
 
 from rltui.checks.export import export_report
 from rltui.checks.rollout.render import answer_marks
-from rltui.checks.forms import CheckForm, FormField, float_value, int_value, text_value
+from rltui.checks.forms import CheckForm, text_value
+from rltui.checks.params import form_fields, form_key, form_values
+from rltui.checks.rollout.params import PARAMS
 
 COLUMNS = ("#", "line", "status", "first divergence", "answer ref/cand", "|Δp| mean",
            "|Δlogp| max")
 
-FIELDS = (
-    FormField("dataset", "dataset", "prompts.jsonl (prompt or messages, optional answer)",
-              help="JSONL: prompt or messages, optional answer and input_ids"),
-    FormField("reference", "reference", "HF model folder, or http://host:port/v1",
-              help="a local HF transformers model (greedy) or a second endpoint"),
-    FormField("server", "server", "http://127.0.0.1:8000/v1",
-              help="the inference server: OpenAI-style base URL, or a native /generate base"),
-    FormField("model", "model", "the server's model name (default: the only one it lists)"),
-    FormField("max_new_tokens", "max new tokens", "256", default="256"),
-    FormField("limit", "limit", "all samples"),
-    FormField("concurrency", "concurrency", "8", default="8"),
-    FormField("api", "api", "auto | completions | chat | generate", default="auto"),
-    FormField("tokenizer", "tokenizer", "default: the reference folder",
-              help="needed when the reference is a URL: the ids both sides get"),
-    FormField("timeout", "timeout s", "120"),
-    FormField("api_key", "api key", "default: OPENAI_API_KEY", secret=True,
-              help="never shown, logged or exported"),
-)
+# the settings the form asks for, in its order (each declared once, in rollout/params.py)
+FORM_ORDER = ("dataset", "reference", "server", "model", "max_new_tokens", "limit",
+              "concurrency", "api", "tokenizer", "timeout_s", "api_key")
+FIELDS = form_fields(PARAMS, FORM_ORDER)
 
 
 def build_spec(values: Mapping[str, str]):
     from rltui.checks.rollout.spec import RolloutSpec
 
-    required = [(name, label) for name, label in (("dataset", "dataset"),
-                                                  ("reference", "reference"),
-                                                  ("server", "server"))
-                if not text_value(values, name)]
+    required = [p.form.label for p in PARAMS if p.required and p.form is not None
+                and not text_value(values, form_key(p))]
     if required:
-        raise ValueError("fill in " + ", ".join(label for _, label in required))
+        raise ValueError("fill in " + ", ".join(required))
     dataset = text_value(values, "dataset")
     if not Path(dataset).expanduser().is_file():
         raise ValueError(f"dataset {dataset}: no such file")
-    spec = RolloutSpec(
-        dataset=str(Path(dataset).expanduser()),
-        reference=text_value(values, "reference"),
-        server=text_value(values, "server"),
-        model=text_value(values, "model") or None,
-        api=text_value(values, "api") or "auto",
-        tokenizer=text_value(values, "tokenizer") or None,
-        max_new_tokens=int_value(values, "max_new_tokens", "max new tokens", 256),
-        limit=int_value(values, "limit", "limit", None),
-        concurrency=int_value(values, "concurrency", "concurrency", 8),
-        timeout_s=float_value(values, "timeout", "timeout", 120.0),
-        api_key=(values.get("api_key") or "").strip() or None,
-    )
+    typed = form_values(PARAMS, values, FORM_ORDER)
+    spec = RolloutSpec(**{**typed, "dataset": str(Path(dataset).expanduser())})
     spec.validate()  # SpecError is a ValueError: the form shows its message
     return spec
 

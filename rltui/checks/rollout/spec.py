@@ -7,11 +7,10 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
+from rltui.checks.params import default_of
+from rltui.checks.rollout.params import APIS, DTYPES, PARAMS
 from rltui.checks.urls import looks_like_url, url_problem
 from rltui.redact import redact_url
-
-APIS = ("auto", "completions", "chat", "generate")
-DTYPES = ("float32", "bfloat16", "float16", "auto")
 
 
 class SpecError(ValueError):
@@ -33,15 +32,15 @@ class RolloutSpec:
     server: str                             # OpenAI-style base (.../v1) or a native /generate base
     model: str | None = None                # the server's model name (default: the only one)
     reference_model: str | None = None      # the same, for a URL reference
-    api: str = "auto"                       # auto | completions | chat | generate
-    reference_api: str = "auto"
+    api: str = default_of(PARAMS, "api")    # auto | completions | chat | generate
+    reference_api: str = default_of(PARAMS, "reference_api")
     tokenizer: str | None = None            # default: the reference folder
-    max_new_tokens: int = 256
+    max_new_tokens: int = default_of(PARAMS, "max_new_tokens")
     limit: int | None = None
-    concurrency: int = 8
-    timeout_s: float = 120.0                # per request
-    reference_dtype: str = "float32"
-    reference_device: str = "auto"          # auto (cuda when there is one) | cpu | cuda[:N]
+    concurrency: int = default_of(PARAMS, "concurrency")
+    timeout_s: float = default_of(PARAMS, "timeout_s")  # per request
+    reference_dtype: str = default_of(PARAMS, "reference_dtype")
+    reference_device: str = default_of(PARAMS, "reference_device")  # auto|cpu|cuda[:N]
     max_consecutive_failures: int = 5       # connection failures/timeouts in a row -> stop
     api_key: str | None = field(default=None, repr=False)            # default OPENAI_API_KEY
     reference_api_key: str | None = field(default=None, repr=False)  # default: api_key

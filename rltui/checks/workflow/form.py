@@ -8,27 +8,19 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rltui.checks.export import export_report
-from rltui.checks.forms import CheckForm, FormField, float_value, int_value, text_value
+from rltui.checks.forms import CheckForm, text_value
+from rltui.checks.params import form_fields, form_values
+from rltui.checks.workflow.params import PARAMS
 
 COLUMNS = ("kind", "where", "what")
 MAX_RUN_ROWS = 200  # the export has every run; the table shows the first failures
 
-FIELDS = (
-    FormField("target", "workflow", "my_agent.workflow:MathAgent",
-              help="module:Class with `async def run(self, data, **extra_kwargs)`"),
-    FormField("data", "data", "prompts.jsonl (one dict per line, passed as data)"),
-    FormField("prompt", "or prompt", "one prompt, when there is no data file"),
-    FormField("path", "import path", "folder the module is found in (default: here)"),
-    FormField("base_url", "base url", "default: OPENAI_BASE_URL"),
-    FormField("api_key", "api key", "default: OPENAI_API_KEY", secret=True,
-              help="never shown, logged or exported"),
-    FormField("global_bs", "global_bs", "256", default="256"),
-    FormField("group_size", "group_size", "8", default="8"),
-    FormField("rollout_dp_size", "rollout_dp_size", "4", default="4"),
-    FormField("timeout", "timeout s", "per run", default="60"),
-    FormField("concurrency", "concurrency cap", "all at once, as in RL"),
-    FormField("kwargs", "extra kwargs", '{"model": "my-model"} (JSON, passed to run)'),
-)
+# the settings the form asks for, in its order (each declared once, in workflow/params.py)
+FORM_ORDER = ("target", "dataset", "prompt", "paths", "base_url", "api_key", "global_bs",
+              "group_size", "rollout_dp_size", "timeout", "concurrency", "extra_kwargs")
+FIELDS = form_fields(PARAMS, FORM_ORDER)
+TYPED = ("base_url", "api_key", "global_bs", "group_size", "rollout_dp_size", "timeout",
+         "concurrency")  # read as declared; the others below
 
 
 def build_spec(values: Mapping[str, str]):
@@ -41,18 +33,11 @@ def build_spec(values: Mapping[str, str]):
     if not data and not prompt:
         raise ValueError("fill in data (a JSONL file) or a prompt")
     path = text_value(values, "path")
+    kwargs = text_value(values, "kwargs")
     spec = WorkflowSpec(
         target=target, dataset=str(Path(data).expanduser()) if data else None,
-        prompt=None if data else prompt,
-        base_url=text_value(values, "base_url") or None,
-        api_key=(values.get("api_key") or "").strip() or None,
-        global_bs=int_value(values, "global_bs", "global_bs", 256),
-        group_size=int_value(values, "group_size", "group_size", 8),
-        rollout_dp_size=int_value(values, "rollout_dp_size", "rollout_dp_size", 4),
-        timeout=float_value(values, "timeout", "timeout", 60.0),
-        concurrency=int_value(values, "concurrency", "concurrency cap", None),
-        extra_kwargs=(parse_json_object(text_value(values, "kwargs"), "extra kwargs")
-                      if text_value(values, "kwargs") else {}),
+        prompt=None if data else prompt, **form_values(PARAMS, values, TYPED),
+        extra_kwargs=parse_json_object(kwargs, "extra kwargs") if kwargs else {},
         paths=(path,) if path else ())
     validate(spec)  # SpecError is a ValueError: the form shows its message
     return spec

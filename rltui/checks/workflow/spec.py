@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 from rltui.checks.dataset import DatasetError, read_objects
+from rltui.checks.params import default_of
 from rltui.checks.urls import url_problem
+from rltui.checks.workflow.params import PARAMS
 from rltui.redact import REDACTED, is_secret_name, redact_url, scrub_text
 
 TARGET = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
-SEQUENTIAL_PROMPTS = 4
 
 
 class SpecError(ValueError):
@@ -41,21 +42,21 @@ class WorkflowSpec:
     rows: Optional[list] = None
     base_url: Optional[str] = None
     api_key: Optional[str] = field(default=None, repr=False)
-    global_bs: int = 256
-    group_size: int = 8
-    rollout_dp_size: int = 4
-    timeout: float = 60.0
-    paths: tuple = ()
+    global_bs: int = default_of(PARAMS, "global_bs")
+    group_size: int = default_of(PARAMS, "group_size")
+    rollout_dp_size: int = default_of(PARAMS, "rollout_dp_size")
+    timeout: float = default_of(PARAMS, "timeout")
+    paths: tuple = default_of(PARAMS, "paths")
     extra_kwargs: dict = field(default_factory=dict)
     init_kwargs: dict = field(default_factory=dict)
     concurrency: Optional[int] = None
-    force: bool = False
-    sequential_prompts: int = SEQUENTIAL_PROMPTS
-    loop_block_s: float = 1.0
-    startup_timeout: float = 120.0
+    force: bool = default_of(PARAMS, "force")
+    sequential_prompts: int = default_of(PARAMS, "sequential_prompts")
+    loop_block_s: float = default_of(PARAMS, "loop_block_s")
+    startup_timeout: float = default_of(PARAMS, "startup_timeout")
     silence_s: float = 15.0
     python: Optional[str] = None
-    probe_server: bool = True
+    probe_server: bool = default_of(PARAMS, "probe_server")
 
     def __repr__(self) -> str:
         shown = []

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rltui.parsing.oom import format_bytes
+from rltui.units import pytorch_bytes
 
 COMPONENTS = ("params", "grads", "optimizer", "activations", "logits", "rollout_engine")
 
@@ -487,8 +487,8 @@ def _rollout(shape: ModelShape, p: int, dtype_bytes: int, kv_dtype_bytes: int, t
     weights = _ceil_div(p * dtype_bytes, tp)
     per_token = kv_bytes_per_token(shape, kv_dtype_bytes=kv_dtype_bytes, rollout_tp=tp)
     tokens = max(0, share - weights) // per_token
-    notes = [f"rollout engine: {fraction} x {format_bytes(capacity)} = {format_bytes(share)}; "
-             f"its weights take {format_bytes(weights)} ({dtype_bytes} B per parameter"
+    notes = [f"rollout engine: {fraction} x {pytorch_bytes(capacity)} = {pytorch_bytes(share)}; "
+             f"its weights take {pytorch_bytes(weights)} ({dtype_bytes} B per parameter"
              + (f", tensor parallel {tp}" if tp > 1 else "") + f"), the KV cache the rest at "
              f"{per_token:,} B per token: {tokens:,} tokens (an upper bound: the engine's "
              "activations and CUDA graphs also come out of its share)"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from rltui import units
 from rltui.diagnosis.oom import phase as phase_reader
 from rltui.diagnosis.oom.estimate import ModelShape
 from rltui.diagnosis.oom.needs import estimate_for, need_for
@@ -19,7 +20,6 @@ from rltui.diagnosis.oom.types import JobConfig, OomReport
 from rltui.model import LogEvent, LogFileState, NodeSnapshot
 
 OOM_KINDS = ("cuda-oom", "engine-oom", "ray-oom")
-GIB = 1 << 30
 
 
 def is_oom(event: LogEvent) -> bool:
@@ -90,10 +90,6 @@ def report_json(r: OomReport) -> dict[str, Any]:
     }
 
 
-def _gib(n: int | None) -> str:
-    return "?" if n is None else f"{n / GIB:.2f} GiB"
-
-
 def report_text(r: OomReport) -> str:
     n = r.numbers
     lines = [f"OOM ({n.kind}) on GPU {n.gpu if n.gpu is not None else '?'}: "
@@ -102,27 +98,28 @@ def report_text(r: OomReport) -> str:
              f"  why this phase: {r.phase.reason or 'nothing decided it'}",
              f"  framework: {r.framework}"]
     if n.requested is not None or n.capacity is not None:
-        lines.append(f"  tried to allocate {_gib(n.requested)}; capacity {_gib(n.capacity)}, "
-                     f"free {_gib(n.free)}, allocated by PyTorch {_gib(n.allocated)}, "
-                     f"reserved but unallocated {_gib(n.reserved_unallocated)}")
+        lines.append(f"  tried to allocate {units.gib(n.requested)}; capacity "
+                     f"{units.gib(n.capacity)}, free {units.gib(n.free)}, allocated by PyTorch "
+                     f"{units.gib(n.allocated)}, reserved but unallocated "
+                     f"{units.gib(n.reserved_unallocated)}")
     for pid, used in n.others:
-        lines.append(f"  process {pid} holds {_gib(used)}")
+        lines.append(f"  process {pid} holds {units.gib(used)}")
     lines.append("")
     shortfall = (n.requested - n.free if n.requested is not None and n.free is not None
                  else None)
     if shortfall is not None and shortfall > 0:
-        lines.append(f"  short by {_gib(shortfall)} (requested minus free)")
+        lines.append(f"  short by {units.gib(shortfall)} (requested minus free)")
     if r.suggestions:
         lines.append("Suggestions, most direct first:")
         for i, s in enumerate(r.suggestions, 1):
             cur = f"{s.current!r}" + (" (default)" if s.current_is_default else "")
-            effect = f", saves about {_gib(s.effect_bytes)}" if s.effect_bytes else ""
+            effect = f", saves about {units.gib(s.effect_bytes)}" if s.effect_bytes else ""
             if s.effect_bytes and shortfall and s.effect_bytes >= shortfall:
                 effect += " (covers the shortfall)"
             lines.append(f" {i}. {s.key}: {cur} -> {s.proposed!r}{effect}")
             if s.need_before is not None and s.need_after is not None:
-                lines.append(f"      estimate for the phase: {_gib(s.need_before)} -> "
-                             f"{_gib(s.need_after)}")
+                lines.append(f"      estimate for the phase: {units.gib(s.need_before)} -> "
+                             f"{units.gib(s.need_after)}")
             for k, v in s.also:
                 lines.append(f"      with {k}: {v!r}")
             lines.append(f"      why: {s.why}")
@@ -134,7 +131,7 @@ def report_text(r: OomReport) -> str:
     if r.estimate:
         lines += ["", "Memory estimate per GPU (before):"]
         for name, value in (r.estimate.get("components") or {}).items():
-            lines.append(f"  {name:16} {_gib(value)}")
+            lines.append(f"  {name:16} {units.gib(value)}")
     if r.notes:
         lines += [""] + [f"note: {note}" for note in r.notes]
     return "\n".join(lines) + "\n"

@@ -15,11 +15,11 @@ import copy
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
+from rltui import units
 from rltui.diagnosis.oom import frameworks
 from rltui.diagnosis.oom.types import JobConfig, OomNumbers, OomPhase, Suggestion
 from rltui.frameworks import Knob, OomFacts, by_name
 
-GIB = 1 << 30
 SEARCH_LIMIT = 64  # smaller values tried for a batch size the framework rejects
 FRAGMENTED_SHARE = 0.1  # reserved-but-unallocated above this share of the GPU is fragmentation
 ALLOC_ENV = "env:PYTORCH_CUDA_ALLOC_CONF"
@@ -243,7 +243,7 @@ def _fragmentation(ctx: Context) -> Suggestion | None:
         return None
     return Suggestion(
         key=ALLOC_ENV, current=None, proposed=EXPANDABLE, current_is_default=True,
-        why=(f"{n.reserved_unallocated / GIB:.2f} GiB is reserved by PyTorch but unallocated: the "
+        why=(f"{units.gib(n.reserved_unallocated)} is reserved by PyTorch but unallocated: the "
              "free memory is fragmented into blocks too small for the request; expandable "
              "segments let the allocator grow blocks instead"),
         tradeoff="none known for training; set it in the environment of every rank",
@@ -385,11 +385,11 @@ def suggest(ctx: Context) -> tuple[list[Suggestion], list[str]]:
               and abs(n.others[0][1] - (n.capacity - n.free)) <= 0.02 * n.capacity)
     for pid, used in ([] if itself else n.others):
         if ctx.job_pids and pid not in ctx.job_pids:
-            notes.append(f"process {pid} holds {used / GIB:.2f} GiB on GPU {gpu} and is not part "
+            notes.append(f"process {pid} holds {units.gib(used)} on GPU {gpu} and is not part "
                          "of this job (an orphaned inference engine, another user): stop it "
                          "first")
         elif not ctx.job_pids and len(ctx.numbers.others) > 1:
-            notes.append(f"process {pid} holds {used / GIB:.2f} GiB on GPU {gpu}: if it is not "
+            notes.append(f"process {pid} holds {units.gib(used)} on GPU {gpu}: if it is not "
                          "part of this job (an orphaned inference engine, another user), stop it "
                          "first")
     rules = _rules(ctx.config.framework)

@@ -23,7 +23,8 @@ from textual.widgets import Footer, Static
 from rltui.diagnosis.flightrec import BEHIND, CODE_BUGS, MISSING, SAME, FrAnalysis
 from rltui.model import OK
 from rltui.ui.themes import Palette
-from rltui.ui.widgets.cells import Cell, age
+from rltui.ui.widgets.cells import Cell
+from rltui.units import age
 from rltui.ui.widgets.stack_summary import StackSummary
 from rltui.ui.widgets.stack_table import StackPane, pane_css, rest, short_pane_css
 from rltui.ui.zoom import toggle_zoom

@@ -13,7 +13,6 @@ from rltui.model import NodeSnapshot
 
 NA = "N/A"  # the device or OS could not tell us
 NOT_YET = "-"  # not known yet (no reading, or a feature that fills it later)
-GIB = 1024**3
 BLOCKS = "▁▂▃▄▅▆▇█"
 
 
@@ -28,18 +27,6 @@ def na(dim: str) -> Cell:
 
 def percent(value: float | None, dim: str) -> Cell:
     return na(dim) if value is None else Cell(f"{value:.0f}%")
-
-
-def age(seconds: float) -> str:
-    """A short age: ``0.4s``, ``12s``, ``3m``, ``2h``."""
-    seconds = max(0.0, seconds)
-    if seconds < 10:
-        return f"{seconds:.1f}s"
-    if seconds < 120:
-        return f"{seconds:.0f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.0f}h"
 
 
 def spark(values: Iterable[float | None], high: float = 100.0) -> str:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from rltui.cluster.view import GPU_STRIDE, local_gpu
 from rltui.model import GpuSample, NodeSnapshot, OK
 from rltui.ui.messages import View
-from rltui.ui.widgets.cells import set_title, GIB, NA, Cell, SparkSeries, na, percent
+from rltui.ui.widgets.cells import set_title, NA, Cell, SparkSeries, na, percent
+from rltui.units import GIB
 from rltui.ui.widgets.pane import Column, Row, TablePane
 
 SPARK_WIDTH = 12

@@ -14,7 +14,7 @@ from rltui.cluster.view import LOST
 from rltui.model import OK, SourceState
 from rltui.scrub import printable
 from rltui.ui.messages import View
-from rltui.ui.widgets.cells import age
+from rltui.units import age
 
 NO_JOB = "no-job-found"  # rltui.diagnosis.ranks.nothing_found
 

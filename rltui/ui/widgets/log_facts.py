@@ -11,6 +11,7 @@ from statistics import median
 from typing import Sequence
 
 from rltui.model import LogFileState, NodeSnapshot, ProcInfo, StepRecord
+from rltui.units import duration
 
 SPARK_STEPS = 8  # step times in the rank table's sparkline
 STEP_WINDOW = 16  # step times behind the median (seconds per step, ETA)
@@ -140,20 +141,6 @@ def eta(f: LogFileState) -> float | None:
         return 0.0
     times = step_times(f.recent_steps)
     return left * median(times) if times else None
-
-
-def duration(seconds: float) -> str:
-    """``42s``, ``4.1s``, ``12m05s``, ``3h07m``: compact, for ETAs and step times."""
-    seconds = max(0.0, seconds)
-    if seconds < 10:
-        return f"{seconds:.1f}s"
-    if seconds < 60:
-        return f"{seconds:.0f}s"
-    if seconds < 3600:
-        m, s = divmod(int(seconds), 60)
-        return f"{m}m{s:02d}s"
-    h, m = divmod(int(seconds) // 60, 60)
-    return f"{h}h{m:02d}m"
 
 
 def step_summary(f: LogFileState) -> str:

@@ -17,7 +17,8 @@ from rltui.logbook import LogBook
 from rltui.model import OK, LogFileState
 from rltui.ui.messages import View
 from rltui.ui.widgets.cells import set_title
-from rltui.ui.widgets.log_facts import LogIndex, duration, eta, log_index, step_summary
+from rltui.ui.widgets.log_facts import LogIndex, eta, log_index, step_summary
+from rltui.units import duration
 from rltui.ui.widgets.log_view import LogView
 
 HOW_LOGS_ARE_FOUND = (

@@ -15,7 +15,8 @@ from rltui.cluster.view import CLOSED, CONNECTING, LIVE, LOST, SLOW, NodeView
 from rltui.rankset import compact
 from rltui.redact import scrub_text
 from rltui.ui.messages import View
-from rltui.ui.widgets.cells import NOT_YET, Cell, age, set_title
+from rltui.ui.widgets.cells import NOT_YET, Cell, set_title
+from rltui.units import age
 from rltui.ui.widgets.pane import Column, Row, TablePane
 
 _ORDER = {LOST: 0, CLOSED: 1, CONNECTING: 2, SLOW: 3, LIVE: 4}

@@ -24,11 +24,11 @@ from rltui.diagnosis.stacktree import StackClass, short_name
 from rltui.diagnosis.stackview import class_label
 from rltui.model import DepartedRank, LogFileState, ProcInfo
 from rltui.ui.messages import View
-from rltui.ui.widgets.cells import set_title, NOT_YET, Cell, HistoryCursor, age, na, percent, spark
-from rltui.ui.widgets.log_facts import (SPARK_STEPS, LogIndex, duration, eta, log_index,
-                                        step_times)
+from rltui.ui.widgets.cells import set_title, NOT_YET, Cell, HistoryCursor, na, percent, spark
+from rltui.ui.widgets.log_facts import SPARK_STEPS, LogIndex, eta, log_index, step_times
 from rltui.ui.widgets.log_view import OpenLog
 from rltui.ui.widgets.pane import Column, Row, TablePane
+from rltui.units import age, duration
 
 PARTIAL_MARK = "*"
 _DEPARTED_STATE = {"exited": "exited", "zombie": "zombie", "missing from WORLD_SIZE": "missing"}

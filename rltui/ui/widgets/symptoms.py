@@ -19,7 +19,8 @@ from rltui.model import Symptom
 from rltui.rankset import compact
 from rltui.scrub import printable
 from rltui.ui.messages import View
-from rltui.ui.widgets.cells import set_title, age
+from rltui.ui.widgets.cells import set_title
+from rltui.units import age
 
 LABELS = {"critical": "CRIT", "warning": "WARN", "info": "INFO"}
 
