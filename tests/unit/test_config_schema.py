@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rltui.config import SCHEMA, THRESHOLD_DOCS, ConfigError, Logs, Settings, parse, settings_yaml
+from rltui.config import (
+    SCHEMA,
+    THRESHOLD_DOCS,
+    ConfigError,
+    Logs,
+    Settings,
+    parse,
+    settings_yaml,
+)
 from rltui.diagnosis.thresholds import Thresholds
 
 PAGE = Path(__file__).parents[2] / "docs" / "configuration.md"
@@ -18,7 +26,7 @@ REGENERATE = 'python -c "from rltui.config import settings_yaml; print(settings_
 
 
 def _documented_block(page: str) -> str:
-    match = re.search(r"## Every setting\n.*?```yaml\n(.*?)```", page, re.S)
+    match = re.search(r"## Every setting\n.*?```yaml\n(.*?)```", page, re.DOTALL)
     assert match, "docs/configuration.md has no yaml block under '## Every setting'"
     return match.group(1)
 
