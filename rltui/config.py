@@ -1,15 +1,21 @@
 """Settings from YAML: defaults, the XDG path, RLTUI_CONFIG, and errors that name key and line.
 
-Every setting is documented in docs/configuration.md. Unknown keys are errors (a typo silently
-ignored is a threshold silently not applied). The file is never rewritten wholesale: remembering
-the theme edits or appends the single ``theme:`` line so the user's comments survive.
+The schema is declared once, here: every key is a field of the dataclasses below (its name, type
+and default) with its documentation in the field's metadata (``setting``); the thresholds are
+``rltui.diagnosis.thresholds.Thresholds``, documented in ``THRESHOLD_DOCS``. ``SCHEMA`` lists
+every key; the parser reads keys, types and the known keys of every error from it, and
+``settings_yaml`` writes the "Every setting" block of docs/configuration.md from it (a test holds
+the page to it). Unknown keys are errors (a typo silently ignored is a threshold silently not
+applied). The file is never rewritten wholesale: remembering the theme edits or appends the
+single ``theme:`` line so the user's comments survive.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, fields, replace
+import typing
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,22 +38,35 @@ class ConfigError(ValueError):
     """A bad config file; the message names the file, line and key."""
 
 
+def setting(default: Any = MISSING, doc: str = "", *, factory: Any = MISSING,
+            example: str = "") -> Any:
+    """A field that is a key of the config file: its default and its line of documentation
+    (``example``: YAML the documentation shows in place of the default)."""
+    metadata = {"doc": doc, "example": example}
+    if factory is not MISSING:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
 @dataclass(frozen=True, slots=True)
 class Cadence:
-    gpus: float = 1.0  # seconds between NVML polls
-    procs: float = 1.0  # seconds between process scans
-    logs: float = 1.0  # seconds between reads of the followed log files
-    ui: float = 1.0  # seconds between snapshot/diagnosis updates of the screen
+    gpus: float = setting(1.0, "NVML poll")
+    procs: float = setting(1.0, "process and rank scan")
+    logs: float = setting(1.0, "read new lines of the followed logs")
+    ui: float = setting(1.0, "snapshot + diagnosis + screen update")
 
 
 @dataclass(frozen=True, slots=True)
 class PySpy:
-    path: str = "py-spy"
-    interval: float = 10.0  # periodic dumps every N seconds; 0 turns them off
-    nonblocking: bool = True  # periodic dumps never pause the job
-    native: bool = False
-    timeout: float = 10.0  # per process
-    max_concurrent: int = 8
+    path: str = setting("py-spy", "the py-spy executable (found on PATH or beside rltui's "
+                                  "Python)")
+    interval: float = setting(10.0, "periodic dumps every N seconds; 0 turns them off (`d` "
+                                    "still works)")
+    nonblocking: bool = setting(True, "periodic dumps never pause the job (`d` always pauses, "
+                                      "per process)")
+    native: bool = setting(False, "include C/C++ frames")
+    timeout: float = setting(10.0, "per process")
+    max_concurrent: int = setting(8, "dumps running at once")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,26 +78,137 @@ class CustomParserSpec:
     metrics: tuple[tuple[str, str], ...] = ()  # regex group -> metric name
 
 
+_PARSER_EXAMPLE = """\
+  - name: my-trainer
+    regex: 'iter (?P<step>\\d+)/(?P<total>\\d+) loss=(?P<l>[-0-9.e]+)'
+    metrics: {l: loss}   # regex group -> metric (loss, reward, entropy, grad_norm,
+                         # step_time, throughput, response_length, rollout_probs_diff)
+"""
+
+
+# What logs.format may be: auto, or a format the step reader knows by name.
+LOG_FORMAT_CHOICES = ("auto", *(f for f in LOG_FORMATS if f not in ("custom", "unknown")))
+
+
 @dataclass(frozen=True, slots=True)
 class Logs:
-    paths: tuple[str, ...] = ()  # extra log files or globs, followed like --log
-    format: str = "auto"  # step format for every file: auto or one of the known formats
-    parsers: tuple[CustomParserSpec, ...] = ()
-    completion_patterns: tuple[str, ...] = ()  # regexes of extra "training finished" banners
+    paths: tuple[str, ...] = setting((), "extra log files or globs, followed like --log (see "
+                                         "docs/logs.md)")
+    format: str = setting("auto", "step-line format for every file: "
+                                  + ", ".join(LOG_FORMAT_CHOICES))
+    parsers: tuple[CustomParserSpec, ...] = setting(
+        (), "your own step lines, tried before the built-in formats", example=_PARSER_EXAMPLE)
+    completion_patterns: tuple[str, ...] = setting((), 'regexes of extra "training finished" '
+                                                       "banners")
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    theme: str = "dark"
-    history: int = 600  # snapshots kept for sustained checks and sparklines
-    cadence: Cadence = field(default_factory=Cadence)
-    thresholds: Thresholds = field(default_factory=Thresholds)
-    pyspy: PySpy = field(default_factory=PySpy)
-    logs: Logs = field(default_factory=Logs)
-    path: str | None = None  # where these settings came from (None: defaults)
+    theme: str = setting("dark", " | ".join(THEMES) + " (colorblind: Okabe-Ito, no red/green "
+                                                   "pairs) | yours (themes.md)")
+    history: int = setting(600, "snapshots kept for sustained checks and sparklines (at least "
+                                "10)")
+    cadence: Cadence = setting(factory=Cadence, doc="seconds")
+    thresholds: Thresholds = setting(factory=Thresholds)
+    pyspy: PySpy = setting(factory=PySpy, doc="stack dumps (docs/stacks.md, "
+                                              "docs/stack-dumps.md)")
+    logs: Logs = setting(factory=Logs)
+    path: str | None = None  # where these settings came from (None: defaults); not a key
 
 
-_SECTIONS = {"cadence": Cadence, "thresholds": Thresholds, "pyspy": PySpy}
+# The thresholds are the diagnosis's (rltui.diagnosis.thresholds); their documentation is here.
+THRESHOLD_DOCS = {
+    "gpu_idle_pct": "a GPU at or below this utilisation is idle",
+    "gpu_busy_pct": "a GPU at or above this utilisation is busy",
+    "gpu_idle_sustain_s": "gpu-idle-vs-busy must hold this long",
+    "rank_exit_grace_s": "rank-exited waits this long after a rank disappears",
+    "stall_factor": "steps-stalled: no step for stall_factor x the median step time...",
+    "stall_floor_s": "...and at least this long",
+    "stack_sample_gap_s": "hang-*: py-spy rounds this far apart count as separate samples",
+    "gpu_mem_warn_pct": "colour: GPU memory",
+    "gpu_temp_warn_c": "colour: GPU temperature",
+    "cpu_busy_pct": "colour: a rank's CPU use",
+    "stale_after_intervals": "header: a source is stale after this many missed cadences",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """One key of the config file. ``name`` is dotted (``cadence.gpus``); ``type`` is the field's
+    type (float, int, bool, str, a tuple, or a section's dataclass)."""
+
+    name: str
+    type: Any
+    default: Any
+    doc: str
+    example: str = ""
+
+    @property
+    def section(self) -> bool:
+        return is_dataclass(self.type)
+
+
+def _keys(cls: type, prefix: str = "") -> list[Key]:
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in fields(cls):
+        if "doc" not in f.metadata and cls is not Thresholds:
+            continue  # not a key (Settings.path)
+        default = f.default if f.default_factory is MISSING else f.default_factory()
+        doc = THRESHOLD_DOCS.get(f.name, "") if cls is Thresholds else f.metadata["doc"]
+        key = Key(prefix + f.name, hints[f.name], default, doc,
+                  f.metadata.get("example", ""))
+        out.append(key)
+        if key.section:
+            out += _keys(key.type, key.name + ".")
+    return out
+
+
+SCHEMA: tuple[Key, ...] = tuple(_keys(Settings))
+_TYPES = {key.name: key.type for key in SCHEMA}
+
+
+def _known(prefix: str) -> list[str]:
+    """The keys directly under ``prefix`` ("" for the top level, "cadence." ...), in order."""
+    return [k.name[len(prefix):] for k in SCHEMA
+            if k.name.startswith(prefix) and "." not in k.name[len(prefix):]]
+
+
+# Sections of plain settings (numbers, flags, strings), read by _section alone.
+_SECTIONS = {k.name: k.type for k in SCHEMA
+             if k.section and "." not in k.name
+             and all(_TYPES[f"{k.name}.{n}"] in (float, int, bool, str)
+                     for n in _known(k.name + "."))}
+
+
+def _yaml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return "[]" if not value else "[" + ", ".join(map(_yaml_value, value)) + "]"
+    return str(value)
+
+
+def settings_yaml() -> str:
+    """The "Every setting" block of docs/configuration.md: every key of ``SCHEMA`` with its
+    default and its documentation, a section's keys under it, comments aligned per section."""
+    blocks: list[list[tuple[str, str]]] = [[]]  # (YAML, comment) lines, a block per section
+    for key in SCHEMA:
+        depth = key.name.count(".")
+        indent, leaf = "  " * depth, key.name.rsplit(".", 1)[-1]
+        if key.section:
+            blocks.append([(f"{leaf}:", key.doc)])
+        elif key.example:
+            blocks[-1].append((f"{indent}{leaf}:", key.doc))
+            blocks[-1] += [(f"{indent}{line}", "") for line in key.example.splitlines()]
+        else:
+            blocks[-1].append((f"{indent}{leaf}: {_yaml_value(key.default)}", key.doc))
+    out = []
+    for block in blocks:
+        column = max([23, *(len(text) + 1 for text, doc in block if doc)])
+        out += [f"{text:<{column}}# {doc}" if doc else text for text, doc in block]
+        out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
 
 
 def config_path(env: dict[str, str] | None = None) -> Path:
@@ -156,7 +286,7 @@ def parse(text: str, name: str = "<config>", themes: tuple[str, ...] = THEMES) -
             section = _section(cls, value_node, name, key)
             settings = replace(settings, **{key: section})
         elif key == "theme":
-            value = _scalar(value_node, str, name, key)
+            value = _scalar(value_node, _TYPES[key], name, key)
             if value not in themes:
                 raise ConfigError(f"{name} line {line}: theme: unknown theme {value!r} "
                                   f"(one of {', '.join(themes)})")
@@ -164,12 +294,13 @@ def parse(text: str, name: str = "<config>", themes: tuple[str, ...] = THEMES) -
         elif key == "logs":
             settings = replace(settings, logs=_logs(value_node, name))
         elif key == "history":
-            value = _scalar(value_node, int, name, key)
+            value = _scalar(value_node, _TYPES[key], name, key)
             if value < 10:
                 raise ConfigError(f"{name} line {line}: history: must be at least 10")
             settings = replace(settings, history=value)
         else:
-            known = ", ".join(["theme", "history", "logs", *_SECTIONS])
+            # the keys of their own first, then the sections of plain settings
+            known = ", ".join([*(k for k in _known("") if k not in _SECTIONS), *_SECTIONS])
             raise ConfigError(f"{name} line {line}: unknown key {key!r} (known: {known})")
     return settings
 
@@ -212,7 +343,7 @@ def _logs(node: yaml.Node, name: str) -> Logs:
             logs = replace(logs, paths=_string_list(value_node, name, "logs.paths"))
         elif key == "format":
             fmt = _scalar(value_node, str, name, "logs.format")
-            known = ("auto", *(f for f in LOG_FORMATS if f not in ("custom", "unknown")))
+            known = LOG_FORMAT_CHOICES
             if fmt not in known:
                 raise ConfigError(f"{name} line {line}: logs.format: unknown format {fmt!r} "
                                   f"(one of {', '.join(known)})")
@@ -229,9 +360,12 @@ def _logs(node: yaml.Node, name: str) -> Logs:
         elif key == "parsers":
             logs = replace(logs, parsers=_parsers(value_node, name))
         else:
-            raise ConfigError(f"{name} line {line}: unknown key 'logs.{key}' (known: paths, "
-                              "format, parsers, completion_patterns)")
+            raise ConfigError(f"{name} line {line}: unknown key 'logs.{key}' (known: "
+                              f"{', '.join(_known('logs.'))})")
     return logs
+
+
+_PARSER_KEYS = tuple(f.name for f in fields(CustomParserSpec))
 
 
 def _parsers(node: yaml.Node, name: str) -> tuple[CustomParserSpec, ...]:
@@ -247,10 +381,10 @@ def _parsers(node: yaml.Node, name: str) -> tuple[CustomParserSpec, ...]:
             raise ConfigError(f"{name} line {line}: logs.parsers: each parser is a mapping "
                               "with name, regex and optional metrics")
         fields_: dict[str, yaml.Node] = {k.value: v for k, v in _pairs(item, name, "logs.parsers.")}
-        unknown = set(fields_) - {"name", "regex", "metrics"}
+        unknown = set(fields_) - set(_PARSER_KEYS)
         if unknown:
             raise ConfigError(f"{name} line {line}: logs.parsers: unknown key "
-                              f"{sorted(unknown)[0]!r} (known: name, regex, metrics)")
+                              f"{sorted(unknown)[0]!r} (known: {', '.join(_PARSER_KEYS)})")
         if "name" not in fields_ or "regex" not in fields_:
             raise ConfigError(f"{name} line {line}: logs.parsers: a parser needs a name and "
                               "a regex")
@@ -287,7 +421,7 @@ def _section(cls: type, node: yaml.Node, name: str, section: str) -> Any:
     if not isinstance(node, yaml.MappingNode):
         raise ConfigError(f"{name} line {node.start_mark.line + 1}: {section}: expected a "
                           "mapping of settings")
-    types = {f.name: f.type for f in fields(cls)}
+    types = {key: _TYPES[f"{section}.{key}"] for key in _known(section + ".")}
     values: dict[str, Any] = {}
     for key_node, value_node in _pairs(node, name, f"{section}."):
         key = key_node.value
@@ -295,7 +429,7 @@ def _section(cls: type, node: yaml.Node, name: str, section: str) -> Any:
         if key not in types:
             raise ConfigError(f"{name} line {key_node.start_mark.line + 1}: unknown key "
                               f"{dotted!r} (known: {', '.join(types)})")
-        want = {"float": float, "int": int, "bool": bool, "str": str}[str(types[key])]
+        want = types[key]
         value = _scalar(value_node, want, name, dotted)
         if want is float and (value != value or value in (float("inf"), float("-inf"))):
             raise ConfigError(f"{name} line {value_node.start_mark.line + 1}: {dotted}: must "

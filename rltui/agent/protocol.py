@@ -24,6 +24,14 @@ A breaking change takes a new major ``v``; a reader given a newer ``v`` says to 
 
 ``decode`` and ``decode_request`` never raise for bad input: they return a ``ProtocolError``
 whose message says what was wrong and where (a bad reading names the JSON path).
+
+Decoding is msgspec's: the wire messages are a tagged union of msgspec Structs on ``type``, and a
+``reading`` message holds the tagged union of readings (rltui.serialize), so a well-formed line
+becomes its message and model values in one pass from its bytes. A line that pass does not take
+as it is (any error, a newer ``v``, a time that is not finite, a reading over the limits of one
+reading) is decoded again the checked way: the envelope's checks in order (length, UTF-8, JSON,
+object, version), then the same Structs over the parsed data, which say which field is wrong,
+and the reading cut to the limits before it is decoded.
 """
 
 from __future__ import annotations
@@ -31,11 +39,14 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar, NamedTuple, Union
 
+import msgspec
+
+from rltui import serialize
 from rltui.model import Reading
 from rltui.redact import scrub_text
-from rltui.serialize import reading_from_data, reading_to_data
+from rltui.serialize import error_text, reading_from_data, reading_to_data
 
 SCHEMA_VERSION = 1
 MAX_LINE = 8 << 20  # bytes of one line, the newline not counted; longer lines are not parsed
@@ -283,35 +294,131 @@ class _Bad(Exception):
     """A field of the wrong type, raised inside decode and turned into a ProtocolError."""
 
 
-def _get(data: dict[str, Any], where: str, key: str, kind: type | tuple, *,
-         default: Any = ..., name: str = "") -> Any:
-    if key not in data:
-        if default is ...:
-            raise _Bad(f"{where}.{key}: missing")
-        return default
-    value = data[key]
-    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-        raise _Bad(f"{where}.{key}: expected {name or kind}, got {value!r}")
-    if not isinstance(value, kind):
-        raise _Bad(f"{where}.{key}: expected {name or getattr(kind, '__name__', kind)}, "
-                   f"got {value!r:.60}")
-    return value
+# -- the wire Structs ------------------------------------------------------------------------------
+# One Struct per message type, tagged on "type". Built twice: for the one pass over a line's
+# bytes (a reading typed as the union of readings, hello's sources as numbers) and for the
+# checked decoding of parsed data (the reading and the sources kept as JSON data, to be bounded
+# and checked after).
+
+class _Wire(NamedTuple):
+    readings: Any  # the rltui.serialize readings the Structs were built for
+    decoder: msgspec.json.Decoder  # the one pass
+    union: Any  # the checked decoding
+    kinds: dict[type, str]  # Struct -> message type
 
 
-def _time(data: dict[str, Any], where: str) -> float:
-    t = _get(data, where, "t", (int, float), name="a number")
-    try:  # an integer of hundreds of digits overflows a float
-        t = float(t)
-    except OverflowError:
-        raise _Bad(f"{where}.t: not a finite number") from None
+_wire_cache: list[_Wire] = []
+
+
+def _structs(name: str, reading: Any, sources: Any, envelope: list) -> list[type]:
+    def struct(tag: str, fields: list) -> type:
+        return msgspec.defstruct(f"{name}_{tag}", [*envelope, ("host", str), ("t", float),
+                                                   *fields],
+                                 tag_field="type", tag=tag, frozen=True)
+    return [
+        struct("hello", [("agent", str), ("pid", int), ("job", str, ""),
+                         ("sources", sources, msgspec.field(default_factory=dict))]),
+        struct("reading", [("source", str), ("reading", reading, None)]),
+        struct("heartbeat", []),
+        struct("reply", [("id", str), ("ok", bool), ("message", str), ("data", Any, None)]),
+        struct("error", [("message", str)]),
+        struct("bye", [("reason", str)]),
+    ]
+
+
+def _wire() -> _Wire:
+    readings = serialize._readings()
+    if _wire_cache and _wire_cache[0].readings is readings:
+        return _wire_cache[0]
+    fast = _structs("Line", readings.union, dict[str, float], [("v", int)])
+    checked = _structs("Checked", Any, dict[str, Any], [])
+    kinds = {c: c.__struct_config__.tag for c in (*fast, *checked)}
+    built = _Wire(readings, msgspec.json.Decoder(Union[tuple(fast)]), Union[tuple(checked)],
+                  kinds)
+    _wire_cache[:] = [built]
+    return built
+
+
+class _Envelope(msgspec.Struct):
+    """What a message of a type this rltui does not know must still have."""
+
+    host: str
+    t: float
+
+
+class _RequestWire(msgspec.Struct):
+    id: str
+    op: str
+    path: str | None = None
+    lines: int | None = None
+
+
+def _within_limits(reading: Reading) -> bool:
+    """Whether ``bound_reading`` would cut nothing of this (decoded) reading."""
+    payload, source = reading.payload, reading.source
+    if payload is None:
+        return True
+    if source == "logs":
+        files = payload.files
+        return (len(files) <= MAX_READING_LOG_FILES
+                and sum(len(f.lines) for f in files) <= MAX_READING_LOG_LINES
+                and sum(len(f.steps) for f in files) <= MAX_READING_LOG_STEPS
+                and sum(len(f.events) for f in files) <= MAX_READING_LOG_EVENTS)
+    if source == "procs":
+        return len(payload.procs) <= MAX_READING_PROCS
+    if source == "gpus":
+        return (len(payload.gpus) <= MAX_READING_GPUS
+                and len(payload.foreign_pids) <= MAX_READING_PIDS)
+    if source == "stacks":
+        return len(payload.dumps) <= MAX_READING_DUMPS
+    if source == "flight_recorder":
+        return (len(payload.dumps) <= MAX_READING_DUMPS
+                and len(payload.problems) <= MAX_READING_FR_PROBLEMS)
+    return True
+
+
+def _one_pass(line: bytes) -> Message | None:
+    """The message of a well-formed line, straight from its bytes; None for anything the
+    checked decoding must look at."""
+    wire = _wire()
+    try:
+        msg = wire.decoder.decode(line)
+    except (msgspec.MsgspecError, RecursionError):
+        return None
+    if msg.v != SCHEMA_VERSION or not math.isfinite(msg.t):
+        return None
+    kind = wire.kinds[type(msg)]
+    if kind == "reading":
+        if msg.reading is None:
+            return None
+        reading = serialize._reading(msg.reading, wire.readings.source_of)
+        if (reading.source != msg.source or not math.isfinite(reading.timestamp)
+                or not _within_limits(reading)):
+            return None
+        return ReadingMessage(msg.host, msg.t, reading)
+    return _public(kind, msg)
+
+
+def _public(kind: str, msg: Any) -> Message:
+    """The message of a decoded Struct of any type but reading."""
+    if kind == "heartbeat":
+        return Heartbeat(msg.host, msg.t)
+    if kind == "reply":
+        return Reply(msg.host, msg.t, msg.id, msg.ok, msg.message, msg.data)
+    if kind == "hello":
+        return Hello(msg.host, msg.t, msg.agent, msg.pid, msg.job, msg.sources)
+    if kind == "error":
+        return ErrorMessage(msg.host, msg.t, msg.message)
+    return Bye(msg.host, msg.t, msg.reason)
+
+
+def _finite_time(t: float, where: str) -> float:
     if not math.isfinite(t):
         raise _Bad(f"{where}.t: not a finite number")
     return t
 
 
 def _sources(value: Any, where: str) -> dict[str, float]:
-    if not isinstance(value, dict):
-        raise _Bad(f"{where}.sources: expected an object")
     out = {}
     for name, interval in value.items():
         if isinstance(interval, bool) or not isinstance(interval, (int, float)):
@@ -387,44 +494,55 @@ def bound_reading(data: Any) -> tuple[Any, str]:
 
 
 def _message(data: dict[str, Any]) -> Message | ProtocolError:
-    kind = _get(data, "$", "type", str)
-    host = _get(data, kind, "host", str)
-    t = _time(data, kind)
-    if kind == "reading":
-        source = _get(data, kind, "source", str)
-        raw, dropped = bound_reading(data.get("reading"))
-        try:
-            reading = reading_from_data(raw, "reading.reading")
-        except (ValueError, TypeError, RecursionError) as exc:
-            return ProtocolError(BAD_READING, f"a bad {source} reading: {exc}")
-        if reading.source != source:
-            raise _Bad(f"reading.source {source!r} does not match the reading's "
-                       f"{reading.source!r}")
-        # NaN stays allowed inside payloads (a loss of nan in a step line is news), but the
-        # time every age is measured from must be a real time.
-        if not math.isfinite(reading.timestamp):
-            return ProtocolError(BAD_READING, f"a bad {source} reading: its timestamp is not "
-                                              "a finite number")
-        return ReadingMessage(host, t, reading, dropped)
-    if kind == "heartbeat":
-        return Heartbeat(host, t)
-    if kind == "reply":
-        return Reply(host, t, _get(data, kind, "id", str), _get(data, kind, "ok", bool),
-                     _get(data, kind, "message", str), data.get("data"))
+    """The checked decoding of a line's parsed object (its envelope checked)."""
+    if "type" not in data:
+        raise _Bad("$.type: missing")
+    kind = data["type"]
+    if type(kind) is not str:
+        raise _Bad(f"$.type: expected str, got {type(kind).__name__}")
+    wire = _wire()
+    try:
+        if kind not in wire.kinds.values():
+            envelope = msgspec.convert(data, _Envelope)
+            return Unknown(envelope.host, _finite_time(envelope.t, kind), kind,
+                           f"ignored a message of unknown type {kind!r:.40} (a newer agent?)")
+        msg = msgspec.convert(data, wire.union)
+    except msgspec.ValidationError as exc:
+        raise _Bad(error_text(exc, kind)) from None
+    t = _finite_time(msg.t, kind)
     if kind == "hello":
-        return Hello(host, t, _get(data, kind, "agent", str), _get(data, kind, "pid", int),
-                     _get(data, kind, "job", str, default=""),
-                     _sources(data.get("sources", {}), kind))
-    if kind == "error":
-        return ErrorMessage(host, t, _get(data, kind, "message", str))
-    if kind == "bye":
-        return Bye(host, t, _get(data, kind, "reason", str))
-    return Unknown(host, t, kind, f"ignored a message of unknown type {kind!r:.40} (a newer "
-                                  f"agent?)")
+        return Hello(msg.host, t, msg.agent, msg.pid, msg.job, _sources(msg.sources, kind))
+    if kind != "reading":
+        return _public(kind, msg)
+    source = msg.source
+    raw, dropped = bound_reading(msg.reading)
+    try:
+        reading = reading_from_data(raw, "reading.reading")
+    except (ValueError, TypeError, RecursionError) as exc:
+        return ProtocolError(BAD_READING, f"a bad {source} reading: {exc}")
+    if reading.source != source:
+        raise _Bad(f"reading.source {source!r} does not match the reading's "
+                   f"{reading.source!r}")
+    # NaN stays allowed inside payloads (a loss of nan in a step line is news), but the
+    # time every age is measured from must be a real time.
+    if not math.isfinite(reading.timestamp):
+        return ProtocolError(BAD_READING, f"a bad {source} reading: its timestamp is not "
+                                          "a finite number")
+    return ReadingMessage(msg.host, t, reading, dropped)
 
 
 def decode(line: bytes) -> Message | ProtocolError:
     """One line of an agent's stdout -> a message, or a ProtocolError saying what was wrong."""
+    if len(line) <= MAX_LINE:
+        msg = _one_pass(line)
+        if msg is not None:
+            return msg
+    return decode_checked(line)
+
+
+def decode_checked(line: bytes) -> Message | ProtocolError:
+    """``decode`` without the one pass: every check in order (the reference ``decode`` keeps
+    to, and what it does for any line the one pass does not take)."""
     data = _object(line)
     if isinstance(data, ProtocolError):
         return data
@@ -441,17 +559,19 @@ def decode_request(line: bytes) -> Request | ProtocolError:
     if isinstance(data, ProtocolError):
         return data
     rid = data.get("id") if isinstance(data.get("id"), str) else None
+    op = data.get("op") if isinstance(data.get("op"), str) else None
     try:
-        rid = _get(data, "request", "id", str)
-        op = _get(data, "request", "op", str)
-        path = _get(data, op, "path", str, default=None)
-        lines = _get(data, op, "lines", int, default=None)
-    except _Bad as exc:
-        return ProtocolError(BAD_FIELD, str(exc), rid)
+        request = msgspec.convert(data, _RequestWire)
+    except msgspec.ValidationError as exc:
+        text = error_text(exc, "$")
+        if text.startswith(("$.id", "$.op")) or op is None:
+            return ProtocolError(BAD_FIELD, "request" + text[1:], rid)
+        return ProtocolError(BAD_FIELD, op + text[1:], rid)
+    lines = request.lines
     if lines is not None and not 1 <= lines <= MAX_TAIL_LINES:
-        return ProtocolError(BAD_FIELD, f"{op}.lines: {lines} is outside 1..{MAX_TAIL_LINES}",
-                             rid)
-    return Request(rid, op, path, lines)
+        return ProtocolError(BAD_FIELD, f"{request.op}.lines: {lines} is outside "
+                                        f"1..{MAX_TAIL_LINES}", rid)
+    return Request(request.id, request.op, request.path, lines)
 
 
 # -- reading lines ---------------------------------------------------------------------------------

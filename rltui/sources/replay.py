@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rltui.model import Reading
-from rltui.serialize import reading_from_data
+from rltui.serialize import reading_from_json
 
 SCHEMA_VERSION = 1
 META_FILE = "scenario.json"
@@ -107,7 +107,7 @@ def _read_readings(path: Path) -> tuple[list[Reading], list[str]]:
             if not raw.strip():
                 continue
             try:
-                reading = reading_from_data(json.loads(raw), f"line {number}")
+                reading = reading_from_json(raw, f"line {number}")
                 if not 0 <= reading.timestamp <= MAX_TIME:  # NaN fails this too
                     raise ValueError(f"time stamp {reading.timestamp!r} is not a time "
                                      "(POSIX seconds up to the year 9999)")

@@ -220,6 +220,87 @@ def test_a_reading_stamped_with_no_real_time_is_rejected(value):
     assert "not a finite number" in rejected(text.encode(), p.BAD_READING).message
 
 
+# -- the one pass and the checked decoding --------------------------------------------------------
+# A well-formed line is decoded in one pass from its bytes (msgspec Structs, tagged on "type");
+# any other goes through the checked decoding. The one pass must take real messages, and agree
+# with the checked decoding on every line it takes.
+
+@pytest.mark.parametrize("msg", [m for m in MESSAGES], ids=lambda m: f"{m.type}")
+def test_well_formed_lines_take_the_one_pass(msg):
+    line = p.encode(msg)
+    assert p._one_pass(line) == msg == p.decode_checked(line)
+
+
+_SPOILERS = [None, True, 0, 7, -1.5, 2**70, "", "x", [], ["x"], {}, {"pid": 1}, "DELETE"]
+
+
+def _spoiled(data, path=()):
+    """Every copy of ``data`` with one value (or key) replaced by each of _SPOILERS."""
+    node = data
+    for key in path:
+        node = node[key]
+    keys = node.keys() if isinstance(node, dict) else range(len(node))
+    for key in keys:
+        for new in _SPOILERS:
+            if new == "DELETE" and not isinstance(node, dict):
+                continue
+            copy = json.loads(json.dumps(data))
+            target = copy
+            for k in path:
+                target = target[k]
+            if new == "DELETE":
+                del target[key]
+            else:
+                target[key] = new
+            yield copy
+        if isinstance(node[key], (dict, list)) and node[key]:
+            yield from _spoiled(data, (*path, key))
+
+
+def test_the_one_pass_agrees_with_the_checked_decoding():
+    """Every message with each of its values spoiled in turn, the version and type included:
+    ``decode`` gives what the checked decoding gives (the same message or the same error)."""
+    seen = set()
+    for msg in [*MESSAGES[:2], MESSAGES[3], *MESSAGES[5:]]:
+        for data in _spoiled(json.loads(p.encode(msg))):
+            line = json.dumps(data).encode()
+            result = p.decode(line)
+            assert result == p.decode_checked(line), data
+            seen.add(type(result).__name__ if not isinstance(result, p.ProtocolError)
+                     else result.kind)
+    assert {"Hello", "ReadingMessage", "Reply", "Unknown", p.BAD_FIELD, p.BAD_READING,
+            p.VERSION, p.NEWER_VERSION} <= seen
+
+
+def test_a_reading_over_the_limits_is_cut_as_by_the_checked_decoding(monkeypatch):
+    monkeypatch.setattr(p, "MAX_READING_PROCS", 1)
+    line = p.encode(p.ReadingMessage("h", 1.0, Reading("procs", 1.0, OK, ProcPoll(
+        procs=(ProcInfo(1), ProcInfo(2), ProcInfo(3)))))).replace(b'"pid":3', b'"pid":"x"')
+    assert p._one_pass(line) is None  # a bad process past the limit: never decoded
+    msg = p.decode(line)
+    assert msg == p.decode_checked(line)
+    assert msg.reading.payload.procs == (ProcInfo(1),)
+    assert msg.dropped == ("a procs reading over the limits of one reading: dropped 2 "
+                           "processes over 1 (docs/agent.md, Limits)")
+
+
+@pytest.mark.parametrize(("limit", "reading", "dropped"), [
+    ("MAX_READING_PROCS", PROCS, "1 processes over 0"),
+    ("MAX_READING_GPUS", GPUS, "1 GPUs over 0"),
+    ("MAX_READING_DUMPS", STACKS, "1 process dumps over 0"),
+    ("MAX_READING_LOG_FILES", LOGS, "1 log files over 0"),
+    ("MAX_READING_LOG_LINES", LOGS, "2 log lines over 0"),
+    ("MAX_READING_LOG_STEPS", LOGS, "1 log steps over 0"),
+    ("MAX_READING_LOG_EVENTS", LOGS, "1 log events over 0"),
+])
+def test_a_well_formed_reading_over_a_limit_is_cut(monkeypatch, limit, reading, dropped):
+    monkeypatch.setattr(p, limit, 0)
+    line = p.encode(p.ReadingMessage("h", 1.0, reading))
+    assert p._one_pass(line) is None
+    msg = p.decode(line)
+    assert msg == p.decode_checked(line) and dropped in msg.dropped
+
+
 # -- requests --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("data,rid,text", [

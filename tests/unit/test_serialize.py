@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import typing
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from rltui.serialize import (
     PAYLOAD_TYPES,
     from_data,
     reading_from_data,
+    reading_from_json,
     reading_to_data,
     register_payload,
     to_data,
@@ -189,7 +191,7 @@ def test_integers_are_accepted_for_floats():
      "$.processes[0].pid"),
     (model.GpuSample, {"index": 0, "name": "n", "uuid": "u", "simulated": 1}, "$.simulated"),
     (model.GpuSample, {"index": 0, "name": "n", "uuid": "u", "throttle_reasons": [1]},
-     "$.throttle_reasons"),
+     "$.throttle_reasons[0]"),
     (model.GpuPoll, {"gpus": [{"index": 0, "name": "n", "uuid": "u"}, {"index": 1.5}]},
      "$.gpus[1].index"),
     (model.GpuPoll, {"gpus": "all"}, "$.gpus"),
@@ -206,7 +208,7 @@ def test_wrong_types_are_rejected_with_the_path(cls, data, path):
 
 
 def test_missing_required_field_is_a_value_error_not_a_type_error():
-    with pytest.raises(ValueError, match=r"^\$\.procs\[0\]: "):
+    with pytest.raises(ValueError, match=r"^\$\.procs\[0\]\.pid: missing$"):
         from_data(model.ProcPoll, {"procs": [{"name": "python"}]})
 
 
@@ -278,11 +280,11 @@ def test_bad_readings_are_rejected_with_the_path(data, fragment):
     assert fragment in str(err.value)
 
 
-# -- the fast tier against the checked decoders ----------------------------------------------
-# Decoding has a fast tier (generated per dataclass) in front of the checked decoders, which
-# keep the paths and raise the errors. These tests hold the two to the same results on recorded
-# readings, on every way of spoiling them one value at a time, and on dataclasses unlike the
-# model's.
+# -- recorded readings, and the two ways in ---------------------------------------------------
+# A reading comes in as a line of JSON (recordings, node agents: ``reading_from_json``, parsed and
+# decoded in one pass by msgspec) or as data already parsed (``reading_from_data``). The tests
+# hold the two to the same results on recorded readings and on every way of spoiling them one
+# value at a time, and ``reading_to_data`` (msgspec) to the bytes ``to_data`` writes.
 
 SCENARIOS = sorted(Path(__file__).parents[2].glob("fixtures/scenarios/*/readings.jsonl"))
 
@@ -330,11 +332,79 @@ def test_recorded_readings_cover_the_nested_types():
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.parent.name)
-def test_fast_tier_decodes_recorded_readings_as_the_checked_decoders_do(path):
+def test_recorded_lines_decode_in_one_pass_as_from_parsed_data(path):
+    readings = serialize._readings()
+    for line in path.read_bytes().splitlines():
+        if line.strip():
+            # straight from the bytes, no fallback: the one-pass decoder takes real readings
+            one_pass = serialize._reading(readings.decoder.decode(line), readings.source_of)
+            assert one_pass == reading_from_json(line) == reading_from_data(json.loads(line))
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.parent.name)
+def test_reading_to_data_writes_the_bytes_to_data_writes(path):
+    """Recordings and the agent's lines stay byte for byte what they were."""
     for data in _recorded(path):
-        # called directly: the fast tier must not give up on real readings (falling back to
-        # the checked decoders would be correct, and as slow as before)
-        assert serialize._fast_reading(data) == serialize._checked_reading(data, "$")
+        reading = reading_from_data(data)
+        assert json.dumps(reading_to_data(reading)) == json.dumps(to_data(reading))
+
+
+def test_reading_to_data_of_what_msgspec_would_write_otherwise_is_to_data():
+    odd = model.Reading("future", 1.0, model.OK, {"tags": {"b", "a", "c"}, "n": float("nan")})
+    assert json.dumps(reading_to_data(odd)) == json.dumps(to_data(odd))
+    assert reading_to_data(odd)["payload"]["tags"] == ["a", "b", "c"]
+
+
+def test_model_fields_hold_nothing_msgspec_writes_otherwise_than_to_data():
+    """``reading_to_data`` writes model payloads with msgspec: no field may hold a set (sorted by
+    ``to_data``), a dict (keys made strings) or values of any type."""
+    checked = 0
+    for cls in serialize.MODEL_TYPES:
+        for name, hint in typing.get_type_hints(cls, vars(model)).items():
+            if (cls, name) == (model.Reading, "payload"):
+                continue
+            text = str(hint)
+            assert not any(word in text for word in ("set", "dict", "Any")), (cls, name, text)
+            checked += 1
+    assert checked > 100
+
+
+def test_not_finite_numbers_python_writes_decode():
+    """Python's json writes NaN and Infinity (a loss of nan in a step line is news); msgspec does
+    not parse them, and the line is decoded the longer way."""
+    reading = model.Reading("logs", 2.0, model.OK, model.LogPoll(files=(model.LogUpdate(
+        "/l", model.OK, steps=(model.StepRecord(1, 1, 2.0, metrics=(("loss", float("inf")),
+                                                                   ("reward", -1.5))),)),)))
+    line = json.dumps(reading_to_data(reading))
+    assert "Infinity" in line
+    assert reading_from_json(line) == reading
+    assert reading_from_json(line.encode()) == reading
+
+
+def test_a_lone_surrogate_in_a_name_decodes():
+    reading = model.Reading("procs", 1.0, model.OK, model.ProcPoll(procs=(model.ProcInfo(
+        1, cmdline=("python", "/data/bad-\udcff.py")),)))
+    assert reading_from_json(json.dumps(reading_to_data(reading))) == reading
+
+
+def test_reading_from_json_says_what_is_not_json():
+    with pytest.raises(ValueError):
+        reading_from_json(b'{"source": "gpus", "timest')
+    with pytest.raises(RecursionError):
+        reading_from_json(b"[" * 100_000)
+
+
+def test_an_unknown_source_decodes_from_a_line_too():
+    r = reading_from_json(b'{"source": "future", "timestamp": 3, "payload": {"x": [1]}}')
+    assert r == model.Reading("future", 3.0, model.OK, {"x": [1]})
+
+
+def test_a_newly_registered_payload_type_is_decoded_from_lines(monkeypatch):
+    monkeypatch.setitem(PAYLOAD_TYPES, "gpus2", model.GpuPoll)
+    r = reading_from_json(b'{"source": "gpus2", "timestamp": 1, "payload": {"simulated": true}}')
+    assert r.payload == model.GpuPoll(simulated=True)
+    monkeypatch.delitem(PAYLOAD_TYPES, "gpus2")
+    assert reading_from_json(b'{"source": "gpus2", "timestamp": 1, "payload": {}}').payload == {}
 
 
 _DELETE = object()
@@ -372,9 +442,10 @@ def _outcome(decode, *args):
         return type(exc).__name__, str(exc)
 
 
-def test_spoiled_readings_decode_or_fail_as_the_checked_decoders_do():
+def test_spoiled_readings_decode_or_fail_alike_from_lines_and_data():
     """Every value (and key) of one recorded reading per source, replaced by values of every
-    JSON type in turn: the same reading or the same error, path and all."""
+    JSON type in turn: from a line and from parsed data, the same reading or the same error,
+    and every error a ValueError that says where, from the reading's own path."""
     recorded = _recorded(SCENARIOS[0].parent.parent / "demo-cleanup-deadlock" / "readings.jsonl")
     one_per_source = {d["source"]: d for d in recorded}
     assert set(one_per_source) == {"gpus", "procs", "logs", "stacks"}
@@ -385,164 +456,101 @@ def test_spoiled_readings_decode_or_fail_as_the_checked_decoders_do():
                 if new is _DELETE and (not path or isinstance(path[-1], int)):
                     continue
                 spoiled = _replaced(data, path, new)
-                fast = _outcome(reading_from_data, spoiled, "line 3")
-                assert fast == _outcome(serialize._checked_reading, spoiled, "line 3"), path
-                outcomes.add(fast[0])
+                outcome = _outcome(reading_from_data, spoiled, "line 3")
+                assert outcome == _outcome(reading_from_json, json.dumps(spoiled), "line 3"), path
+                if outcome[0] != "ok":
+                    assert outcome[1].startswith("line 3"), (path, outcome)
+                outcomes.add(outcome[0])
     assert outcomes == {"ok", "ValueError"}
 
 
 @pytest.mark.parametrize(("data", "message"), [
     ({"source": "procs", "timestamp": 1.0,
       "payload": {"procs": [{"pid": 1}, {"pid": 2}, {"pid": 3}, {"pid": 4, "rank": "3"}]}},
-     "$.payload.procs[3].rank: no type of int | None fits: "
-     "$.payload.procs[3].rank: expected int, got '3'"),
+     "$.payload.procs[3].rank: expected int | null, got str"),
     ({"source": "procs", "timestamp": 1.0, "payload": {"procs": [{"pid": None}]}},
-     "$.payload.procs[0].pid: expected int, got None"),
+     "$.payload.procs[0].pid: expected int, got null"),
     ({"source": "procs", "timestamp": 1.0, "payload": {"procs": [{"pid": 1, "rank": True}]}},
-     "$.payload.procs[0].rank: no type of int | None fits: "
-     "$.payload.procs[0].rank: expected int, got True"),
+     "$.payload.procs[0].rank: expected int | null, got bool"),
     ({"source": "gpus", "timestamp": 1.0,
       "payload": {"gpus": [{"index": True, "name": "n", "uuid": "u"}]}},
-     "$.payload.gpus[0].index: expected int, got True"),
+     "$.payload.gpus[0].index: expected int, got bool"),
     ({"source": "gpus", "timestamp": 1.0,
       "payload": {"gpus": [{"index": 0, "name": "n", "uuid": "u", "util": True}]}},
-     "$.payload.gpus[0].util: no type of float | None fits: "
-     "$.payload.gpus[0].util: expected a number, got True"),
-    ({"source": "gpus", "timestamp": True}, "$.timestamp: expected a number, got True"),
+     "$.payload.gpus[0].util: expected float | null, got bool"),
+    ({"source": "gpus", "timestamp": True}, "$.timestamp: expected float, got bool"),
     ({"source": "gpus", "timestamp": 1, "payload": {"gpus": [
         {"index": 0, "name": "n", "uuid": "u",
          "processes": [{"pid": 1}, {"pid": 2, "local": 1}]}]}},
-     "$.payload.gpus[0].processes[1].local: expected bool, got 1"),
+     "$.payload.gpus[0].processes[1].local: expected bool, got int"),
     ({"source": "stacks", "timestamp": 1.0, "payload": {"dumps": [{"pid": 1, "threads": [
         {"thread_id": 1, "frames": [{"name": "a", "filename": "f"},
                                     {"name": "b", "filename": "f", "line": "7"}]}]}]}},
-     "$.payload.dumps[0].threads[0].frames[1].line: expected int, got '7'"),
+     "$.payload.dumps[0].threads[0].frames[1].line: expected int, got str"),
     ({"source": "logs", "timestamp": 1.0, "payload": {"files": [{"path": "p", "status": "ok",
         "events": [{"kind": "k", "line_no": 1, "end_line": 1, "arrival": 1.0, "summary": "s",
                     "fields": [["a", 1], ["b", [2]]]}]}]}},
-     "$.payload.files[0].events[0].fields[1][1]: no type of str | int | float | None fits: "
-     "$.payload.files[0].events[0].fields[1][1]: expected str, got [2]; "
-     "$.payload.files[0].events[0].fields[1][1]: expected int, got [2]; "
-     "$.payload.files[0].events[0].fields[1][1]: expected a number, got [2]"),
+     "$.payload.files[0].events[0].fields[1][1]: expected int | float | str | null, "
+     "got array"),
     ({"source": "logs", "timestamp": 1.0, "payload": {"files": [{"path": "p", "status": "ok",
         "steps": [{"step": 1, "line_no": 1, "arrival": 1.0, "metrics": [["loss", None]]}]}]}},
-     "$.payload.files[0].steps[0].metrics[0][1]: expected a number, got None"),
+     "$.payload.files[0].steps[0].metrics[0][1]: expected float, got null"),
     ({"source": "procs", "timestamp": 1.0,
       "payload": {"procs": [{"pid": 1, "debug_env": [["A", "B"], ["C"]]}]}},
-     "$.payload.procs[0].debug_env[1]: expected 2 items, got 1"),
+     "$.payload.procs[0].debug_env[1]: expected array of length 2, got 1"),
     ({"source": "gpus", "timestamp": 1.0, "payload": {"gpus": [
         {"index": 0, "name": "n", "uuid": "u", "throttle_reasons": ["a", None]}]}},
-     "$.payload.gpus[0].throttle_reasons: no type of tuple[str, ...] | None fits: "
-     "$.payload.gpus[0].throttle_reasons[1]: expected str, got None"),
+     "$.payload.gpus[0].throttle_reasons[1]: expected str, got null"),
+    ({"source": "gpus", "timestamp": 1.0, "payload": {"gpus": [{"index": 0, "name": "n"}]}},
+     "$.payload.gpus[0].uuid: missing"),
+    ({"timestamp": 1.0}, "$.source: missing"),
+    ({"source": "gpus", "timestamp": 1.0, "payload": []},
+     "$.payload: expected object | null, got array"),
 ])
-def test_error_messages_are_unchanged(data, message):
-    with pytest.raises(ValueError) as err:
-        reading_from_data(data)
-    assert str(err.value) == message
+def test_error_messages_name_the_field_and_where(data, message):
+    for decode in (reading_from_data, lambda d: reading_from_json(json.dumps(d))):
+        with pytest.raises(ValueError) as err:
+            decode(data)
+        assert str(err.value) == message
 
 
-def test_a_missing_required_field_names_the_object():
-    with pytest.raises(ValueError, match=r"^\$\.payload\.gpus\[0\]: .*'uuid'"):
-        reading_from_data({"source": "gpus", "timestamp": 1.0,
-                           "payload": {"gpus": [{"index": 0, "name": "n"}]}})
+def test_error_text_keeps_a_message_it_does_not_know():
+    import msgspec
+    assert serialize.error_text(msgspec.ValidationError("Number out of range - at `$.a[0]`"),
+                                "line 2") == "line 2.a[0]: number out of range"
+    assert serialize.error_text(msgspec.ValidationError("Something new"), "x") == \
+        "x: something new"
 
 
-# Dataclasses unlike the model's, as a registered payload type may be: the fast tier decodes
-# what it can and leaves the rest to the checked decoders, with the same results.
-
-@dataclasses.dataclass(frozen=True)
-class _Odd:
-    a: int
-    items: list[int] = dataclasses.field(default_factory=list)  # not checked: passed as is
-    pair: tuple[str, float] = ("x", 1.0)
-    anything: str | int | float | None = None
-    hidden: int = dataclasses.field(default=0, init=False)
-    table: dict[str, float] = dataclasses.field(default_factory=dict)
-    ratio: float = 0  # an int default stays an int
-    maybe_ratio: float | None = 0
-    later: tuple[int, ...] | None = dataclasses.field(default=None, kw_only=True)
-    empty: tuple[()] = ()
-
-
-@dataclasses.dataclass(frozen=True, init=False)
-class _OwnInit:
-    a: int = 1
-
-    def __init__(self, a: int = 5):  # not the field's default
-        object.__setattr__(self, "a", a)
-
-
-@dataclasses.dataclass(frozen=True, init=False)
-class _ExtraInit:
-    a: int = 1
-    b: int = 2
-
-    def __init__(self, a: int = 1, extra: int = 100, b: int = 2):  # extra is no field
-        object.__setattr__(self, "a", a)
-        object.__setattr__(self, "b", b + extra)
-
-
-@dataclasses.dataclass(frozen=True, init=False)
-class _KwargsInit:
-    a: int = 1
-
-    def __init__(self, **kwargs):
-        object.__setattr__(self, "a", 2 * kwargs.get("a", 10))
-
+# A registered payload type need not be the model's: defaults, default factories, keyword-only
+# fields and nested optional dataclasses decode as they do for the model's.
 
 @dataclasses.dataclass(frozen=True)
-class _Positive:
+class _Part:
     n: int
 
-    def __post_init__(self):
-        if self.n < 0:
-            raise ValueError("negative")
+
+@dataclasses.dataclass(frozen=True)
+class _Payload:
+    a: int
+    items: list[int] = dataclasses.field(default_factory=list)
+    pair: tuple[str, float] = ("x", 1.0)
+    anything: str | int | float | None = None
+    part: _Part | None = None
+    table: dict[str, float] = dataclasses.field(default_factory=dict)
+    later: tuple[int, ...] | None = dataclasses.field(default=None, kw_only=True)
 
 
-# make_dataclass: real types in the annotations (this module's string ones would not resolve)
-_Holder = dataclasses.make_dataclass(
-    "_Holder", [("p", _Positive | dict[str, int] | None, None),
-                ("odd", _Odd | None, None)], frozen=True)
-
-_ODD_DATA = [
-    {"a": 1},
-    {"a": 1, "items": [1, "x"], "pair": ["y", 2], "anything": 3, "table": {"k": 1, "l": 2.5},
-     "ratio": 2, "later": [1, 2], "empty": []},
-    {"a": 1, "anything": "s"}, {"a": 1, "anything": 2.5}, {"a": 1, "anything": [1]},
-    {"a": 1, "anything": True}, {"a": 1, "hidden": 3}, {"a": 1, "pair": ["y"]},
-    {"a": 1, "pair": ("y", 2.0)}, {"a": 1, "table": {"k": "v"}}, {"a": 1, "table": []},
-    {"a": 1, "later": None}, {"a": 1, "later": [True]}, {"a": 1, "empty": [1]},
-    {"a": 1, "ratio": None}, {"a": 1, "maybe_ratio": None}, {"a": 1, "maybe_ratio": 3},
-    {"items": []}, {"a": 1.0}, [],
-]
-
-
-@pytest.mark.parametrize("data", _ODD_DATA, ids=range(len(_ODD_DATA)))
-def test_unusual_dataclasses_decode_as_the_checked_decoders_do(data):
-    for cls, value in [(_Odd, data), (_Holder, {"odd": data}), (_Holder, {"p": data})]:
-        assert _outcome(from_data, cls, value) == _outcome(serialize._decoder(cls), value, "$")
-
-
-def test_unusual_dataclasses_take_the_fast_tier():
-    data = {"a": 1, "items": [1], "pair": ["y", 2], "anything": 3, "ratio": 2, "later": [1]}
-    assert serialize._fast_decoder(_Odd)(data) == from_data(_Odd, data)
-    back = from_data(_Odd, {"a": 1})
-    assert back == _Odd(a=1) and back.items == []
-    assert type(back.ratio) is int and type(back.maybe_ratio) is int
-    assert from_data(_Odd, data).pair == ("y", 2.0)
-
-
-def test_a_hand_written_init_gets_its_own_defaults():
-    assert from_data(_OwnInit, {}).a == 5
-    assert from_data(_OwnInit, {"a": 2}).a == 2
-    assert from_data(_ExtraInit, {"a": 3, "b": 4}) == _ExtraInit(3, b=4)
-    assert from_data(_ExtraInit, {"a": 3, "b": 4}).b == 104
-    assert from_data(_KwargsInit, {}).a == 20
-    assert from_data(_KwargsInit, {"a": 2}).a == 4
-
-
-def test_a_constructor_error_in_a_union_tries_the_next_type():
-    assert from_data(_Holder, {"p": {"n": 1}}).p == _Positive(1)
-    assert from_data(_Holder, {"p": {"n": -1}}).p == {"n": -1}
-    with pytest.raises(ValueError, match=r"^\$\.p: no type of"):
-        from_data(_Holder, {"p": {"n": "x"}})
+def test_a_registered_dataclass_payload_decodes(monkeypatch):
+    monkeypatch.setitem(PAYLOAD_TYPES, "odd", _Payload)
+    data = {"source": "odd", "timestamp": 1, "payload": {
+        "a": 1, "items": [1, 2], "pair": ["y", 2], "anything": 2.5, "part": {"n": 3},
+        "table": {"k": 1}, "later": [4]}}
+    want = _Payload(1, [1, 2], ("y", 2.0), 2.5, _Part(3), {"k": 1.0}, later=(4,))
+    assert reading_from_data(data).payload == want
+    assert reading_from_json(json.dumps(data)).payload == want
+    assert reading_from_data({"source": "odd", "timestamp": 1, "payload": {"a": 1}}).payload \
+        == _Payload(1)
+    with pytest.raises(ValueError, match=r"^\$\.payload\.items\[1\]: expected int, got str$"):
+        reading_from_data({"source": "odd", "timestamp": 1, "payload": {"a": 1,
+                                                                       "items": [1, "x"]}})
