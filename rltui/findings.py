@@ -11,12 +11,14 @@ escaped in the text; the incident report through ``incident.write_report``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from rltui import report
 from rltui.scrub import outgoing_text, scrub
-from rltui.diagnosis.stacks import StackReport
 from rltui.model import Diagnosis, NodeSnapshot
+
+if TYPE_CHECKING:
+    from rltui.diagnosis.stacks import StackReport
 
 
 @dataclass(frozen=True)

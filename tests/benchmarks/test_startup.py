@@ -1,11 +1,17 @@
-"""Start-up time of the commands a user types first (targets: --help 0.3 s, diagnose --replay 1 s).
+"""Start-up time of the commands a user types first (targets: --help 0.3 s, diagnose --replay 1 s,
+diagnose on a node without a job 0.25 s).
 
-Run: python -m pytest tests/benchmarks/test_startup.py --benchmark-enable
+Run: python -m pytest tests/benchmarks/test_startup.py --benchmark-enable -s
 Each round is a fresh interpreter, as a user's shell would start it.
 """
 
+import importlib.util
+import resource
+import shutil
+import statistics
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -41,3 +47,63 @@ def recording(tmp_path_factory):
 def test_diagnose_replay_startup(benchmark, recording):
     benchmark.pedantic(_run, args=("diagnose", "--replay", str(recording), "--json"),
                        rounds=5, warmup_rounds=1)
+
+
+EXIT_NO_JOB = 4
+DIAGNOSE = [sys.executable, "-m", "rltui", "diagnose", "--duration", "0"]
+
+
+def _timed(cmd: list[str]) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds of the child, exit code) of one fresh process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    code = subprocess.run(cmd, check=False, capture_output=True).returncode
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, code
+
+
+def _nvitop() -> list[str] | None:
+    if importlib.util.find_spec("nvitop") is not None:
+        return [sys.executable, "-m", "nvitop", "--help"]
+    found = shutil.which("nvitop")
+    return [found, "--help"] if found else None
+
+
+def test_diagnose_no_job_startup(benchmark):
+    """``rltui diagnose --duration 0`` on a node without a training job (target: 0.25 s wall),
+    whole process. In the same run, round by round: ``python -c pass`` (the floor: an
+    interpreter that does nothing) and ``nvitop --help`` (a peer's start-up) when installed.
+    Wall and CPU time, min and median, go to extra_info and are printed (-s)."""
+    if _timed(DIAGNOSE)[2] != EXIT_NO_JOB:
+        pytest.skip("this node runs a training job: the case measured is a node without one")
+    peers = {"python -c pass": [sys.executable, "-c", "pass"]}
+    nvitop = _nvitop()
+    if nvitop is not None:
+        peers["nvitop --help"] = nvitop
+    series: dict[str, list[tuple[float, float]]] = {"rltui diagnose --duration 0": []}
+    series.update({name: [] for name in peers})
+
+    def peers_first():  # not timed by the benchmark; interleaved with the rounds it times
+        for name, cmd in peers.items():
+            series[name].append(_timed(cmd)[:2])
+        return (), {}
+
+    def diagnose():
+        wall, cpu, code = _timed(DIAGNOSE)
+        assert code == EXIT_NO_JOB
+        series["rltui diagnose --duration 0"].append((wall, cpu))
+
+    benchmark.pedantic(diagnose, setup=peers_first, rounds=15, warmup_rounds=1)
+    lines = []
+    for name, runs in series.items():
+        walls, cpus = [w for w, _ in runs], [c for _, c in runs]
+        values = {"wall_min_s": min(walls), "wall_median_s": statistics.median(walls),
+                  "cpu_min_s": min(cpus), "cpu_median_s": statistics.median(cpus)}
+        benchmark.extra_info[name] = values
+        lines.append(f"{name}: " + ", ".join(f"{k}={v:.3f}" for k, v in values.items()))
+    if nvitop is None:
+        benchmark.extra_info["nvitop --help"] = "skipped: nvitop is not installed"
+        lines.append("nvitop --help: skipped (nvitop is not installed)")
+    print("\n" + "\n".join(lines))

@@ -31,7 +31,8 @@ def _imported_by(argv: list[str]) -> list[str]:
     code = (
         "import contextlib, io, json, sys\n"
         "from rltui import cli\n"
-        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "out, err = io.StringIO(), io.StringIO()\n"
+        "with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):\n"
         f"    code = cli.main({argv!r})\n"
         "print(json.dumps([code, sorted(m for m in sys.modules if m.startswith('rltui.'))]))\n"
     )
