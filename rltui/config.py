@@ -11,12 +11,13 @@ import os
 import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import LOG_FORMATS
+
+if TYPE_CHECKING:
+    import yaml
 
 THEMES = ("dark", "light", "colorblind")
 
@@ -105,6 +106,7 @@ def load(path: Path | None = None) -> Settings:
 
 
 def parse(text: str, name: str = "<config>") -> Settings:
+    import yaml  # PyYAML (~15 ms) only for a config file that exists
     if len(text) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{name}: {len(text):,} characters; a config file holds at most "
                           f"{MAX_CONFIG_BYTES:,}")
@@ -161,6 +163,7 @@ def parse(text: str, name: str = "<config>") -> Settings:
 
 def _pairs(node: yaml.MappingNode, name: str, prefix: str) -> list[tuple[yaml.Node, yaml.Node]]:
     """The mapping's (key, value) nodes; keys must be plain names, each given once."""
+    import yaml
     seen: dict[str, int] = {}
     for key_node, _ in node.value:
         line = key_node.start_mark.line + 1
@@ -174,6 +177,7 @@ def _pairs(node: yaml.MappingNode, name: str, prefix: str) -> list[tuple[yaml.No
 
 
 def _string_list(node: yaml.Node, name: str, key: str) -> tuple[str, ...]:
+    import yaml
     if isinstance(node, yaml.ScalarNode) and node.value in ("", "~", "null"):
         return ()
     if not isinstance(node, yaml.SequenceNode):
@@ -185,6 +189,8 @@ def _logs(node: yaml.Node, name: str) -> Logs:
     """The ``logs:`` section. Regexes are compiled here so a bad one is reported at start-up
     with the parser's name and the pattern, not when the first line arrives."""
     import re
+
+    import yaml
 
     if isinstance(node, yaml.ScalarNode) and node.value in ("", "~", "null"):
         return Logs()
@@ -221,6 +227,8 @@ def _logs(node: yaml.Node, name: str) -> Logs:
 
 def _parsers(node: yaml.Node, name: str) -> tuple[CustomParserSpec, ...]:
     import re
+
+    import yaml
 
     if not isinstance(node, yaml.SequenceNode):
         raise ConfigError(f"{name} line {node.start_mark.line + 1}: logs.parsers: expected a "
@@ -267,6 +275,7 @@ def _parsers(node: yaml.Node, name: str) -> tuple[CustomParserSpec, ...]:
 
 
 def _section(cls: type, node: yaml.Node, name: str, section: str) -> Any:
+    import yaml
     if isinstance(node, yaml.ScalarNode) and node.value in ("", "~", "null"):
         return cls()
     if not isinstance(node, yaml.MappingNode):
@@ -296,6 +305,7 @@ def _section(cls: type, node: yaml.Node, name: str, section: str) -> Any:
 
 
 def _scalar(node: yaml.Node, want: type, name: str, key: str) -> Any:
+    import yaml
     line = node.start_mark.line + 1
     if not isinstance(node, yaml.ScalarNode):
         raise ConfigError(f"{name} line {line}: {key}: expected a {want.__name__}, got a "
