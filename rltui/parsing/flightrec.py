@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import html
 import io
 import json
 import pickle
@@ -417,6 +416,7 @@ def from_page(text: str, source: str, *, written: float | None = None,
               tail: int = TAIL) -> list[FrDump]:
     """The debug server's ``/fr_trace_json`` page: each rank's JSON after its heading (torch
     renders it without escaping; an escaped one is read too)."""
+    import html  # the debug server's page only
     heads = list(_RANK_HEAD.finditer(text))
     if not heads:
         raise DumpError("a web page without the debug server's 'Rank N' sections")
