@@ -18,12 +18,15 @@ MULTI_NODE = ("rltui.remote", "rltui.cluster", "rltui.agent", "rltui.checks")
 SCENARIO = ROOT / "fixtures" / "scenarios" / "demo-oom"
 LOG = ROOT / "fixtures" / "logs" / "event-child-failed-python.log"
 
+# On this node the job is told by a name no process has: every process is scanned as usual, and
+# a test never runs py-spy on whatever else runs on the machine.
+NO_SUCH_JOB = ["--match", "^rltui-test-no-such-job$"]
 CASES = {
-    "diagnose on this node": ["diagnose", "--duration", "0"],
-    "diagnose --json on this node": ["diagnose", "--duration", "0", "--json"],
+    "diagnose on this node": ["diagnose", "--duration", "0", *NO_SUCH_JOB],
+    "diagnose --json on this node": ["diagnose", "--duration", "0", "--json", *NO_SUCH_JOB],
     "diagnose --replay (an OOM: the triage runs)": ["diagnose", "--replay", str(SCENARIO)],
     "diagnose of a saved log": ["diagnose", "--log", str(LOG), "--duration", "0"],
-    "jobs": ["jobs", "--duration", "0"],
+    "jobs": ["jobs", "--duration", "0", *NO_SUCH_JOB],
 }
 
 
