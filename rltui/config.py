@@ -17,12 +17,13 @@ import re
 import typing
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import LOG_FORMATS
+
+if TYPE_CHECKING:
+    import yaml
 
 THEMES = ("dark", "light", "colorblind")  # shipped; the user's own: themes_dir (docs/themes.md)
 THEME_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")  # a theme file's name, less .yaml
@@ -250,6 +251,7 @@ def load(path: Path | None = None) -> Settings:
 
 
 def parse(text: str, name: str = "<config>", themes: tuple[str, ...] = THEMES) -> Settings:
+    import yaml  # PyYAML (~15 ms) only for a config file that exists
     if len(text) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{name}: {len(text):,} characters; a config file holds at most "
                           f"{MAX_CONFIG_BYTES:,}")
@@ -307,6 +309,7 @@ def parse(text: str, name: str = "<config>", themes: tuple[str, ...] = THEMES) -
 
 def _pairs(node: yaml.MappingNode, name: str, prefix: str) -> list[tuple[yaml.Node, yaml.Node]]:
     """The mapping's (key, value) nodes; keys must be plain names, each given once."""
+    import yaml
     seen: dict[str, int] = {}
     for key_node, _ in node.value:
         line = key_node.start_mark.line + 1
@@ -320,6 +323,7 @@ def _pairs(node: yaml.MappingNode, name: str, prefix: str) -> list[tuple[yaml.No
 
 
 def _string_list(node: yaml.Node, name: str, key: str) -> tuple[str, ...]:
+    import yaml
     if isinstance(node, yaml.ScalarNode) and node.value in ("", "~", "null"):
         return ()
     if not isinstance(node, yaml.SequenceNode):
@@ -331,6 +335,8 @@ def _logs(node: yaml.Node, name: str) -> Logs:
     """The ``logs:`` section. Regexes are compiled here so a bad one is reported at start-up
     with the parser's name and the pattern, not when the first line arrives."""
     import re
+
+    import yaml
 
     if isinstance(node, yaml.ScalarNode) and node.value in ("", "~", "null"):
         return Logs()
@@ -370,6 +376,8 @@ _PARSER_KEYS = tuple(f.name for f in fields(CustomParserSpec))
 
 def _parsers(node: yaml.Node, name: str) -> tuple[CustomParserSpec, ...]:
     import re
+
+    import yaml
 
     if not isinstance(node, yaml.SequenceNode):
         raise ConfigError(f"{name} line {node.start_mark.line + 1}: logs.parsers: expected a "
@@ -416,6 +424,7 @@ def _parsers(node: yaml.Node, name: str) -> tuple[CustomParserSpec, ...]:
 
 
 def _section(cls: type, node: yaml.Node, name: str, section: str) -> Any:
+    import yaml
     if isinstance(node, yaml.ScalarNode) and node.value in ("", "~", "null"):
         return cls()
     if not isinstance(node, yaml.MappingNode):
@@ -445,6 +454,7 @@ def _section(cls: type, node: yaml.Node, name: str, section: str) -> Any:
 
 
 def _scalar(node: yaml.Node, want: type, name: str, key: str) -> Any:
+    import yaml
     line = node.start_mark.line + 1
     if not isinstance(node, yaml.ScalarNode):
         raise ConfigError(f"{name} line {line}: {key}: expected a {want.__name__}, got a "

@@ -11,12 +11,14 @@ escaped in the text; the incident report through ``incident.write_report``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from rltui import incident, report
+from rltui import report
 from rltui.scrub import outgoing_text, scrub
-from rltui.diagnosis.stacks import StackReport
 from rltui.model import Diagnosis, NodeSnapshot
+
+if TYPE_CHECKING:
+    from rltui.diagnosis.stacks import StackReport
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ def incident_document(f: Findings, log_tails: Mapping[str, Sequence[str]],
     """The incident report's JSON (incident.md is made from it); ``generated_at`` defaults to
     the snapshot's time. Not scrubbed here: it leaves only through ``incident.write_report``,
     which scrubs it on the way out (once)."""
+    from rltui import incident
     doc = incident.build(incident.ReportInputs(
         snapshot=f.snapshot, diagnosis=f.diagnosis, stacks=f.stacks, log_tails=log_tails,
         commands=list(commands), mode=f.mode, generated_at=generated_at))

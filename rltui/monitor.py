@@ -15,14 +15,16 @@ verdict, and ``stacks`` is the worst job's hang report.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 from rltui import jobs as joblib
 from rltui.diagnosis import diagnose, hangs, notes_of, ranks, verdict_of
-from rltui.diagnosis.stacks import StackReport
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import Diagnosis, Job, NodeSnapshot, Reading, severity_rank
 from rltui.snapshot import DEFAULT_HISTORY, History, Tracker
+
+if TYPE_CHECKING:
+    from rltui.diagnosis.stacks import StackReport
 
 UNCLAIMED = ""  # the key of the evidence no job claims (saved files, logs naming no writer)
 

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from rltui import __version__, units
 from rltui.diagnosis.exits import exit_of
-from rltui.diagnosis.stacks import StackReport, report_json, where, who
 from rltui.model import Diagnosis, NodeSnapshot, severity_rank
 from rltui.rankset import compact
 from rltui.serialize import to_data
 
 if TYPE_CHECKING:
+    from rltui.diagnosis.stacks import StackReport
     from rltui.monitor import JobView
 
 SCHEMA = 1
@@ -71,6 +71,7 @@ def to_json(snap: NodeSnapshot, diagnosis: Diagnosis, mode: str,
     if focus is not None:
         doc["focus"] = focus
     if stacks is not None:
+        from rltui.diagnosis.stacks import report_json  # loaded once there are stacks
         doc["stacks"] = report_json(stacks)
         if stacks_job is not None:
             doc["stacks"]["job"] = stacks_job
@@ -253,6 +254,7 @@ def to_text(snap: NodeSnapshot, diagnosis: Diagnosis,
 
 def stacks_text(stacks: StackReport) -> str:
     """The stack classes under the plain report."""
+    from rltui.diagnosis.stacks import where, who
     lines = ["", f"stacks: {stacks.title}"
              + (f" (pattern {stacks.pattern})" if stacks.pattern else ""),
              f"  {stacks.explanation}"]

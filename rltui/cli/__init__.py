@@ -20,6 +20,31 @@ from rltui.cli.oom import cmd_oom
 from rltui.cli.watch import cmd_demo, cmd_record, cmd_replay, cmd_stacks, cmd_watch
 
 
+class _Commands(argparse._SubParsersAction):
+    """The sub-commands, where a command whose flags live in another package (agent, the
+    checks) gets them only when it is the one chosen: ``rltui diagnose`` imports nothing of
+    rltui.checks or rltui.agent, and ``rltui --help`` lists every command from its help
+    line alone. ``rltui agent --help`` still shows the agent's flags (added before parsing)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._later: dict[str, tuple[argparse.ArgumentParser, str]] = {}
+
+    def add_later(self, name: str, arguments: str, **kwargs) -> argparse.ArgumentParser:
+        """A sub-command whose flags ``arguments`` ("module:function") adds when chosen."""
+        parser = self.add_parser(name, **kwargs)
+        self._later[name] = (parser, arguments)
+        return parser
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        later = self._later.pop(values[0], None) if values else None
+        if later is not None:
+            import importlib
+            module, function = later[1].split(":")
+            getattr(importlib.import_module(module), function)(later[0])
+        super().__call__(parser, namespace, values, option_string)
+
+
 def build_parser() -> argparse.ArgumentParser:
     # allow_abbrev=False: argparse matches abbreviations of the top-level options against every
     # word of the command line, so the agent's --host would be "ambiguous" with --hosts and
@@ -34,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_option(p, sub=False)
     add_source_options(p, sub=False)
     add_host_options(p, sub=False)
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", action=_Commands)
 
     d = sub.add_parser("demo", help="start a real synthetic multi-process job and watch it",
                        description="Starts a synthetic training job (one process per rank, "
@@ -147,33 +172,33 @@ def build_parser() -> argparse.ArgumentParser:
                          "(repeatable; quote globs; docs/flight-recorder.md)")
     add_config_option(st)
 
-    from rltui.cli.agent import add_arguments as agent_arguments
-    agent_arguments(sub.add_parser(
-        "agent", help="headless collector for one node: readings as JSON lines on stdout",
+    sub.add_later(
+        "agent", "rltui.cli.agent:add_arguments",
+        help="headless collector for one node: readings as JSON lines on stdout",
         description="Collects on this node (GPUs, processes and ranks, log tails, py-spy dumps "
                     "on request) and streams readings as JSON lines on stdout; takes requests "
                     "(dump, tail, stop) as JSON lines on stdin. What a multi-node rltui starts "
-                    "on each node over ssh or srun (docs/agent.md)."))
+                    "on each node over ssh or srun (docs/agent.md).")
 
-    from rltui.checks.rollout.cli import add_arguments as rollout_arguments
-    from rltui.checks.workflow.cli import add_arguments as workflow_arguments
-    rollout_arguments(sub.add_parser(
-        "rollout-check", help="compare a reference (HF model or endpoint) with an inference "
-                              "server, greedy, token by token",
+    sub.add_later(
+        "rollout-check", "rltui.checks.rollout.cli:add_arguments",
+        help="compare a reference (HF model or endpoint) with an inference server, greedy, "
+             "token by token",
         description="Sends the same token ids, greedy, to a reference (a local HF transformers "
                     "model or a second endpoint) and to the inference server, and reports "
                     "agreement, the first divergent token, answer accuracy on each side and the "
                     "log-prob difference (docs/rollout-check.md). Exit 0: consistent; 1: "
                     "divergence found; 2: usage or input error; 3: could not finish (partial "
-                    "results kept); 130: interrupted (partial report printed)."))
-    workflow_arguments(sub.add_parser(
-        "workflow-check", help="run an agent workflow once, then at RL concurrency",
+                    "results kept); 130: interrupted (partial report printed).")
+    sub.add_later(
+        "workflow-check", "rltui.checks.workflow.cli:add_arguments",
+        help="run an agent workflow once, then at RL concurrency",
         description="Imports module:Class with `async def run(self, data, **extra_kwargs)`, "
                     "runs one sample, then local_bs x group_size at once, and reports errors by "
                     "type, timeouts (with the pending tasks), invalid rewards, latency and "
                     "whether sequential and concurrent results agree (docs/workflow-check.md). "
                     "Exit 0: passed; 1: problems found; 2: usage or import error; 3: could not "
-                    "finish; 130: interrupted (partial report printed)."))
+                    "finish; 130: interrupted (partial report printed).")
     return p
 
 

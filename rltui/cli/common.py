@@ -279,6 +279,9 @@ def write_incident(folder: str, found, log_tails, commands) -> None:
 
 def oom_of(monitor, snap, job_config: str | None, model_config: str | None):
     """The OOM triage of the snapshot's latest OOM, or None when its logs hold none."""
+    from rltui.diagnosis.oom.report import find_oom
+    if find_oom(snap) is None:  # the triage's modules are loaded only for an OOM
+        return None
     from rltui.sources.oominputs import oom_report
     return oom_report(snap, monitor.tracker.logbook.lines(), job_config=job_config,
                       model_config=model_config)

@@ -103,7 +103,6 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         from dataclasses import replace
         diagnosis = replace(diagnosis, notes=diagnosis.notes + tuple(notes))
     from rltui import findings
-    from rltui.incident import LOG_TAIL, stack_commands
     found = findings.Findings(
         snapshot=snap, diagnosis=diagnosis, mode=mode, now_source=now_source,
         stacks=monitor.stacks, stacks_job=monitor.stacks_job, jobs=monitor.jobs,
@@ -116,6 +115,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(findings.text(found))
     if args.report:
+        from rltui.incident import LOG_TAIL, stack_commands
         write_incident(args.report, found, monitor.tracker.logbook.tails(LOG_TAIL),
                        invocation() + stack_commands(snap))
     if any(s.id == "no-job-found" for s in diagnosis.symptoms):

@@ -22,19 +22,19 @@ import json
 import shlex
 import sys
 import time
-from pathlib import Path
-
 from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from rltui.cluster import ClusterMonitor
-from rltui.remote import cluster_report
-from rltui.remote.headless import HeadlessRun
-from rltui.remote.hostlist import (HostlistError, compress, expand, parse_hostfile,
-                                   parse_hosts)
-from rltui.remote.feed import AgentFeed, Feed
-from rltui.redact import scrub_text
-from rltui.remote.transports import DEFAULT_CONNECT_TIMEOUT, Launch, slurm_launches, ssh_launches
 from rltui.cli.common import EXIT_FOUND, EXIT_OK, UsageError, invocation, write_incident
+
+if TYPE_CHECKING:
+    from rltui.remote.feed import Feed
+    from rltui.remote.hostlist import HostlistError
+    from rltui.remote.transports import Launch
+
+# rltui.remote and rltui.cluster are imported by the functions that use them: a diagnose of
+# this node asks only ``wanted`` and loads nothing of the multi-node side.
 
 
 EXIT_NO_HOST = 3  # no host answered: nothing was diagnosed (as the checks' "could not finish")
@@ -119,6 +119,8 @@ def check_args(args: argparse.Namespace) -> None:
 
 def launches(args: argparse.Namespace) -> list[Launch]:
     """One launch per node, from the host flags; every problem is a usage error."""
+    from rltui.remote.hostlist import HostlistError, expand, parse_hostfile, parse_hosts
+    from rltui.remote.transports import DEFAULT_CONNECT_TIMEOUT, slurm_launches, ssh_launches
     check_args(args)
     rltui = args.remote_rltui or "rltui"
     extra = agent_args(args)
@@ -162,6 +164,8 @@ def launches(args: argparse.Namespace) -> list[Launch]:
 def make_feed(args: argparse.Namespace, settings, *, reconnect: bool) -> Feed:
     """The feed of the host flags: Ray's dashboard, or one agent per node. ``reconnect``:
     the app's streams come back after a node drops; a headless run tries each node once."""
+    from rltui.remote.feed import AgentFeed
+    from rltui.remote.transports import DEFAULT_CONNECT_TIMEOUT
     check_args(args)
     if getattr(args, "ray", None) is not None:
         from rltui.remote.ray.feed import RayFeed
@@ -172,6 +176,7 @@ def make_feed(args: argparse.Namespace, settings, *, reconnect: bool) -> Feed:
                            timeout=args.connect_timeout or DEFAULT_CONNECT_TIMEOUT)
         except ValueError as exc:
             # Not the address itself: it may hold a password (which is why it is refused).
+            from rltui.redact import scrub_text
             raise _usage(f"--ray: {scrub_text(str(exc))}") from None
     return AgentFeed(launches(args), reconnect=reconnect)
 
@@ -179,6 +184,7 @@ def make_feed(args: argparse.Namespace, settings, *, reconnect: bool) -> Feed:
 def cluster_bundle(args: argparse.Namespace, settings):
     """The app's bundle across nodes: no local source; the feed brings every node's readings
     (the app folds them into a ClusterMonitor) and is closed with the bundle."""
+    from rltui.remote.hostlist import compress
     from rltui.sources.bundle import Bundle
     feed = make_feed(args, settings, reconnect=True)
     hosts = feed.hosts()
@@ -195,6 +201,10 @@ def dump_wait(settings) -> float:
 def run_diagnose(args: argparse.Namespace, settings) -> int:
     """The diagnose command across nodes; returns the exit code."""
     from rltui import report
+    from rltui.cluster import ClusterMonitor
+    from rltui.remote import cluster_report
+    from rltui.remote.headless import HeadlessRun
+    from rltui.remote.transports import DEFAULT_CONNECT_TIMEOUT
     feed = make_feed(args, settings, reconnect=False)
     monitor = ClusterMonitor(thresholds=settings.thresholds)
     timeout = args.connect_timeout or DEFAULT_CONNECT_TIMEOUT

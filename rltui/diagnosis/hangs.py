@@ -13,14 +13,17 @@ job, owned by the monitor): the UI evaluates every second, the stacks change eve
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from rltui import units
 from rltui.diagnosis import flightrec
 from rltui.diagnosis import logs as log_rules
-from rltui.diagnosis.stacks import StackReport, classify, symptoms
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import DepartedRank, NodeSnapshot, ProcessDump, StackPoll, Symptom
+
+if TYPE_CHECKING:
+    from rltui.diagnosis.stacks import StackReport
+
 
 def steps_state(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
                 th: Thresholds) -> bool | None:
@@ -101,9 +104,10 @@ class HangMemo:
                th: Thresholds | None = None) -> StackReport | None:
         """The hang report of the snapshot's stack rounds, read beside the ranks' Flight
         Recorder dumps when there are any; None when there are neither."""
-        if not snap.stacks:
-            if snap.flight_recorder is None or not snap.flight_recorder.dumps:
-                return None
+        if not snap.stacks and (snap.flight_recorder is None or not snap.flight_recorder.dumps):
+            return None
+        from rltui.diagnosis.stacks import classify  # loaded once there are stacks to read
+        if not snap.stacks:  # the Flight Recorder's dumps alone
             key = ("fr-only", id(snap.flight_recorder))
             if self._memo is not None and self._memo[0] == key:
                 return self._memo[1]
@@ -142,7 +146,8 @@ class HangMemo:
             self._onsets = {}
             return []
         out, onsets = [], {}
-        for s in symptoms(report):
+        from rltui.diagnosis.stacks import symptoms as stack_symptoms
+        for s in stack_symptoms(report):
             key = (s.id, s.ranks)
             onset = self._onsets.get(key)
             if onset is None:

@@ -6,7 +6,6 @@ Pure. "Now" is the snapshot's timestamp: the clock for a live node, the time of 
 
 from __future__ import annotations
 
-import statistics
 from typing import Iterable, Sequence
 
 from rltui import units
@@ -42,7 +41,8 @@ def stall_limit(log: LogFileState, th: Thresholds) -> tuple[float, float | None]
     # the intervals between the steps' own times; else the log's own timing field (a history
     # read at once has no intervals)
     durations = step_durations(log) or logged_step_times(log)
-    median = statistics.median(durations) if durations else None
+    from statistics import median as median_of  # statistics loads decimal and fractions
+    median = median_of(durations) if durations else None
     limit = max(th.stall_floor_s, th.stall_factor * median) if median else th.stall_floor_s
     return limit, median
 

@@ -27,7 +27,8 @@ from the child's error file). A child killed by SIGKILL that left no Python erro
 
 from __future__ import annotations
 
-import re
+
+from rltui.parsing.lazyre import LazyPattern
 
 from rltui import units
 
@@ -35,20 +36,20 @@ Fields = list[tuple[str, str | int | float | None]]
 
 # -- NCCL watchdog ---------------------------------------------------------------------------------
 WATCHDOG_MARK = "Watchdog caught collective operation timeout"
-_WORK = re.compile(r"WorkNCCL\(((?:[^()]|\(ms\))*)\)")
+_WORK = LazyPattern(r"WorkNCCL\(((?:[^()]|\(ms\))*)\)")
 # Bounded runs: findall restarts at every character of a long word run, so an unbounded \w+ there
 # is quadratic; no field name or value PyTorch prints comes near these bounds.
-_PAIR = re.compile(r"(?<!\w)(\w{1,40}(?:\(ms\))?)=([^,\s)]{1,200})")
-_RAN_FOR = re.compile(r"ran for (\d{1,18}) milliseconds")
-_RANK_TAG = re.compile(r"Rank (\d{1,18})\]")
-_PG_ID = re.compile(r"\[PG(?: ID)? (\d{1,18}) ")
+_PAIR = LazyPattern(r"(?<!\w)(\w{1,40}(?:\(ms\))?)=([^,\s)]{1,200})")
+_RAN_FOR = LazyPattern(r"ran for (\d{1,18}) milliseconds")
+_RANK_TAG = LazyPattern(r"Rank (\d{1,18})\]")
+_PG_ID = LazyPattern(r"\[PG(?: ID)? (\d{1,18}) ")
 _COMPANION = (
     # " ?": a hard wrap at "detected\nby watchdog" loses the space when the lines are joined.
-    re.compile(r"detected ?by watchdog at work sequence id: (\d{1,18}) PG status: last enqueued work: "
+    LazyPattern(r"detected ?by watchdog at work sequence id: (\d{1,18}) PG status: last enqueued work: "
                r"(-?\d{1,18}), last completed work: (-?\d{1,18})"),
-    re.compile(r"detected ?by watchdog at work: (\d{1,18}), last enqueued NCCL work: (-?\d{1,18}), "
+    LazyPattern(r"detected ?by watchdog at work: (\d{1,18}), last enqueued NCCL work: (-?\d{1,18}), "
                r"last completed NCCL work: (-?\d{1,18})"),
-    re.compile(r"Timeout at NCCL work: (\d{1,18}), last enqueued NCCL work: (-?\d{1,18}), "
+    LazyPattern(r"Timeout at NCCL work: (\d{1,18}), last enqueued NCCL work: (-?\d{1,18}), "
                r"last completed NCCL work: (-?\d{1,18})"),
 )
 
@@ -149,9 +150,9 @@ def watchdog_summary(fields: dict) -> str:
 # 2.6+ logs only the second, at severity E, with "[PG ID 0 PG GUID 0(default_pg) Rank 2]".
 HEARTBEAT_MARK = "Heartbeat monitor timed out"
 STUCK_MARK = "watchdog got stuck for"
-_STUCK = re.compile(r"watchdog got stuck for (\d{1,18}) seconds")
-_WORK_ITEMS = re.compile(r"workMetaList_\.size\(\) ?= ?(\d{1,18})")
-_GLOG_FATAL = re.compile(r"(?:^|\]:)\[F(?:\d| )")
+_STUCK = LazyPattern(r"watchdog got stuck for (\d{1,18}) seconds")
+_WORK_ITEMS = LazyPattern(r"workMetaList_\.size\(\) ?= ?(\d{1,18})")
+_GLOG_FATAL = LazyPattern(r"(?:^|\]:)\[F(?:\d| )")
 
 
 def is_heartbeat(text: str) -> bool:
@@ -200,7 +201,7 @@ def heartbeat_summary(fields: dict) -> str:
 #   torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9) ...   (2.1)
 #   E0325 20:57:27.620000 2606 .../elastic/multiprocessing/api.py:869] failed (exitcode: -9) ... (2.2+)
 AGENT_MARK = "failed (exitcode:"
-_AGENT = re.compile(r"failed \(exitcode: (-?\d{1,18})\) local_rank: (\d{1,18}) \(pid: (\d{1,18})\)(?: of binary: ?(\S*))?")
+_AGENT = LazyPattern(r"failed \(exitcode: (-?\d{1,18})\) local_rank: (\d{1,18}) \(pid: (\d{1,18})\)(?: of binary: ?(\S*))?")
 
 
 def parse_agent_failure(text: str) -> Fields | None:
@@ -219,13 +220,13 @@ def parse_agent_failure(text: str) -> Fields | None:
 
 # -- torchrun ChildFailedError ---------------------------------------------------------------------
 CHILD_MARK = "ChildFailedError"
-_ENTRY = re.compile(r"^\[(\d{1,18})\]:\s*$")
-_KEY = re.compile(r"^\s+(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
-_RANK_VALUE = re.compile(r"(-?\d{1,18})(?!\d)(?: \(local_rank: (-?\d{1,18})\))?")
-_EXIT_VALUE = re.compile(r"(-?\d{1,18})(?!\d)(?: \(pid: (\d{1,18})\))?")
-_SIGNAL_MSG = re.compile(r"Signal (\d{1,18}) \((\w+)\) received by PID (\d{1,18})")
-_PY_EXC = re.compile(r"^\s*([A-Za-z_][\w.]*(?:\([\w.]*\))?): (.*)$")
-_CHILD_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[_ T](\d\d):(\d\d):(\d\d)")
+_ENTRY = LazyPattern(r"^\[(\d{1,18})\]:\s*$")
+_KEY = LazyPattern(r"^\s+(time|host|rank|exitcode|error_file|traceback)\s*:\s?(.*)$")
+_RANK_VALUE = LazyPattern(r"(-?\d{1,18})(?!\d)(?: \(local_rank: (-?\d{1,18})\))?")
+_EXIT_VALUE = LazyPattern(r"(-?\d{1,18})(?!\d)(?: \(pid: (\d{1,18})\))?")
+_SIGNAL_MSG = LazyPattern(r"Signal (\d{1,18}) \((\w+)\) received by PID (\d{1,18})")
+_PY_EXC = LazyPattern(r"^\s*([A-Za-z_][\w.]*(?:\([\w.]*\))?): (.*)$")
+_CHILD_TIME = LazyPattern(r"(\d{4})-(\d\d)-(\d\d)[_ T](\d\d):(\d\d):(\d\d)")
 # Linux numbering: the report comes from the training node, not from where rltui runs.
 _SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT",
             7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2",

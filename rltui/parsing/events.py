@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from rltui.model import LogEvent
 from rltui.parsing import distfail, noise, oom
 from rltui.parsing import tracebacks as tb
+from rltui.parsing.lazyre import LazyPattern
 
 CUSTOM_SCAN = 4096  # chars of a line a user's completion pattern sees (docs/configuration.md)
 MAX_LINE = 16384  # chars of one line looked at; a 1 MB garbage line costs no more than this
@@ -42,9 +43,9 @@ _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 # Ray prints "(Actor pid=N[, ip=...]) " before each line; torchrun "[rankN]:" or "[defaultN]:".
 _PREFIX = re.compile(r"(\((?:[\w.:-]+ )?pid=\d{1,18}(?:, ip=[^)]*)?\) )?(\[(?:rank|default)(\d{1,18})\]:)?")
 _RAY_REPEAT = re.compile(r"[ \t]{0,64}\[repeated \d{1,18}x across cluster\]\s*$")
-_AREAL_ELAPSED = re.compile(r"Training completes! Total time elapsed (\d{1,18}(?:\.\d{1,12})?)")
-_TIME_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,18}))?")
-_TIME_AREAL = re.compile(r"(\d{4})(\d\d)(\d\d)-(\d\d):(\d\d):(\d\d)(?:\.(\d{1,18}))?")
+_AREAL_ELAPSED = LazyPattern(r"Training completes! Total time elapsed (\d{1,18}(?:\.\d{1,12})?)")
+_TIME_ISO = LazyPattern(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,18}))?")
+_TIME_AREAL = LazyPattern(r"(\d{4})(\d\d)(\d\d)-(\d\d):(\d\d):(\d\d)(?:\.(\d{1,18}))?")
 _FAILED = "Training failed with exception:"
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import functools
 import gc
-import html
 import io
 import json
 import pickle
@@ -38,6 +37,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rltui.model import ERROR, FrDump, FrEntry, FrGroup, FrGroupState, Frame
+from rltui.parsing.lazyre import LazyPattern
 
 TAIL = 48  # newest records read per large dump
 HEAD_RECORDS = (4, 64, 512)  # first records kept with them, more only when needed
@@ -56,10 +56,10 @@ MAX_JSON_BYTES = 16 << 20  # a JSON dump, or one rank's section of the debug ser
 MAX_MEMORY = 1 << 30  # what a whole read may build, estimated (from above) from its bytes
 
 _KEY_ENTRIES = b"X\x07\x00\x00\x00entries"
-_RANK_TAIL = re.compile(r"(?<!\d)(\d{1,7})(?:\.(?:pkl|pickle|json))?$")
-_RANK_HEAD = re.compile(r"<h2>\s*Rank\s+(\d{1,7})\s*:\s*([^<]{0,300})</h2>", re.I)
-_FAILED = re.compile(r"<p>\s*Failed to fetch: status=(\d{1,3})", re.I)
-_DIGITS = re.compile(r"-?\d{1,7}")
+_RANK_TAIL = LazyPattern(r"(?<!\d)(\d{1,7})(?:\.(?:pkl|pickle|json))?$")
+_RANK_HEAD = LazyPattern(r"<h2>\s*Rank\s+(\d{1,7})\s*:\s*([^<]{0,300})</h2>", re.I)
+_FAILED = LazyPattern(r"<p>\s*Failed to fetch: status=(\d{1,3})", re.I)
+_DIGITS = LazyPattern(r"-?\d{1,7}")
 
 
 class DumpError(ValueError):
@@ -79,12 +79,12 @@ class _NoGlobals(pickle.Unpickler):
 # The C unpickler trusts a PUT's memo index: ``r\xff\xff\xff\x7f`` (5 bytes) makes it allocate
 # and zero a 32 GB memo. Every opcode is walked first (runs of fixed-length opcodes by one
 # regex, the rest here): code-reaching opcodes are refused by name, memo indices bounded.
-_RUN = re.compile(
+_RUN = LazyPattern(
     rb"(?:[hqK\x80].|[()\]N0-2laeutds}\x85-\x89\x8f\x90\x91\x94]++|M..|[Jj]....|r..\x00\x00"
     rb"|G........|\x95........|\x8a(?:\x00|\x01.|\x02..|\x03...|\x04....|\x05.....|\x06......"
     rb"|\x07.......|\x08........))*+", re.S)
 # the same without MEMOIZE and FRAME: a splice needs every memo slot named
-_RUN_SPLICE = re.compile(_RUN.pattern.replace(b"\\x91\\x94]++", b"\\x91]++").replace(
+_RUN_SPLICE = LazyPattern(_RUN.pattern.replace(b"\\x91\\x94]++", b"\\x91]++").replace(
     b"|\\x95........", b""), re.S)
 _CODE = {b"c": "GLOBAL", b"\x93": "STACK_GLOBAL", b"R": "REDUCE", b"b": "BUILD", b"i": "INST",
          b"o": "OBJ", b"\x81": "NEWOBJ", b"\x92": "NEWOBJ_EX", b"\x82": "EXT1", b"\x83": "EXT2",
@@ -416,6 +416,7 @@ def from_page(text: str, source: str, *, written: float | None = None,
               tail: int = TAIL) -> list[FrDump]:
     """The debug server's ``/fr_trace_json`` page: each rank's JSON after its heading (torch
     renders it without escaping; an escaped one is read too)."""
+    import html  # the debug server's page only
     heads = list(_RANK_HEAD.finditer(text))
     if not heads:
         raise DumpError("a web page without the debug server's 'Rank N' sections")

@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from rltui.frameworks import by_name, config_frameworks
+from rltui.parsing.lazyre import LazyPattern
 
 Override = tuple[str, str, Any]  # (op, dotted key, value)
 
@@ -50,13 +51,13 @@ _PYTHON_VALUE_FLAGS = frozenset({"-X", "-W", "-Q"})
 # A key: dotted names (segments may be unsigned integers: list.0); a config group choice uses
 # "/" or "@" (db=mysql, hydra/launcher=basic, actor@actor_rollout_ref.actor=megatron_actor).
 _SEGMENT = r"(?:[A-Za-z_][A-Za-z0-9_\-]*|0|[1-9][0-9]*)"
-_KEY_RE = re.compile(rf"^{_SEGMENT}(?:\.{_SEGMENT})*$")
-_GROUP_RE = re.compile(r"^[A-Za-z_][\w\-]*(?:/[\w\-]+)*(?:@[\w.\-:]*)?$")
+_KEY_RE = LazyPattern(rf"^{_SEGMENT}(?:\.{_SEGMENT})*$")
+_GROUP_RE = LazyPattern(r"^[A-Za-z_][\w\-]*(?:/[\w\-]+)*(?:@[\w.\-:]*)?$")
 
-_INT_RE = re.compile(r"^[+-]?(?:0|[1-9](?:_?[0-9])*)$")
+_INT_RE = LazyPattern(r"^[+-]?(?:0|[1-9](?:_?[0-9])*)$")
 _DIGITS = r"(?:0|[1-9](?:_?[0-9])*)"
 _POINT = rf"(?:{_DIGITS}\.|{_DIGITS}?\.[0-9](?:_?[0-9])*)"
-_FLOAT_RE = re.compile(
+_FLOAT_RE = LazyPattern(
     rf"^[+-]?(?:{_POINT}|(?:{_DIGITS}|{_POINT})[eE][+-]?{_DIGITS}|[Ii][Nn][Ff]|[Nn][Aa][Nn])$")
 _BOOL = {"true": True, "false": False}
 _CASTS = ("int", "float", "str", "bool", "json_str")
@@ -409,7 +410,7 @@ def deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict:
 # Flow collections ([...], {...}) nested deeper than this are refused before YAML reads them: the
 # parser recurses per level, and 20,000 levels took a second to end in RecursionError.
 MAX_FLOW_DEPTH = 100
-_BRACKETS = re.compile(r"[\[\]{}]")
+_BRACKETS = LazyPattern(r"[\[\]{}]")
 
 
 def too_deep(text: str, limit: int = MAX_FLOW_DEPTH) -> bool:

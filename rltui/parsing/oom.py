@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from rltui.units import pytorch_bytes
+from rltui.parsing.lazyre import LazyPattern
 
 Fields = list[tuple[str, str | int | float | None]]
 
@@ -54,21 +55,21 @@ def _size(regex: re.Pattern[str], text: str) -> int | None:
 # Older format: "... Tried to allocate {X} (GPU {d}; {T} total capacity; {A} already allocated;
 # {F} free; [{X} allowed; ]{R} reserved in total by PyTorch)"; before that "{R} cached)".
 # Every clause is matched on its own so a version that drops or adds one still parses.
-_TRIED = re.compile(r"Tried to allocate " + _SIZE)
-_CUR_GPU = re.compile(r"GPU " + _INT + r" has a total capac\w* of " + _SIZE + r" of which " + _SIZE + r" is free")
-_CUR_CAP = re.compile(r"GPU (\d{1,18}) has a total capac\w* of " + _SIZE)  # a message cut after it
-_PROC = re.compile(r"Process (\d{1,18}) has " + _SIZE + r" memory in use")
-_THIS_PROC = re.compile(r"this process has " + _SIZE + r" memory in use")
-_ALLOWED = re.compile(_SIZE + r" allowed;")
-_ALLOCATED = re.compile(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch")
-_PRIVATE = re.compile(r"with " + _SIZE + r" allocated in private pools")
-_RESERVED_UNALLOC = re.compile(_SIZE + r" is reserved by PyTorch but unallocated")
-_OLD_GPU = re.compile(r"\(GPU (\d{1,18}); " + _SIZE + r" total capacity")
-_OLD_ALLOCATED = re.compile(_SIZE + r" already allocated")
-_OLD_FREE = re.compile(r"; " + _SIZE + r" free")
-_OLD_RESERVED = re.compile(_SIZE + r" (?:reserved in total by PyTorch|cached)\)")
-_EXC_BEFORE = re.compile(r"([A-Za-z_][\w.]*(?:Error|Exception))(?:\([\w.]*\))?: *(?:CUDA|$)")
-_CUDA_ERROR_DEVICE = re.compile(r"\bdevice[ :=]+(\d{1,18})")
+_TRIED = LazyPattern(r"Tried to allocate " + _SIZE)
+_CUR_GPU = LazyPattern(r"GPU " + _INT + r" has a total capac\w* of " + _SIZE + r" of which " + _SIZE + r" is free")
+_CUR_CAP = LazyPattern(r"GPU (\d{1,18}) has a total capac\w* of " + _SIZE)  # a message cut after it
+_PROC = LazyPattern(r"Process (\d{1,18}) has " + _SIZE + r" memory in use")
+_THIS_PROC = LazyPattern(r"this process has " + _SIZE + r" memory in use")
+_ALLOWED = LazyPattern(_SIZE + r" allowed;")
+_ALLOCATED = LazyPattern(r"Of the allocated memory " + _SIZE + r" is allocated by PyTorch")
+_PRIVATE = LazyPattern(r"with " + _SIZE + r" allocated in private pools")
+_RESERVED_UNALLOC = LazyPattern(_SIZE + r" is reserved by PyTorch but unallocated")
+_OLD_GPU = LazyPattern(r"\(GPU (\d{1,18}); " + _SIZE + r" total capacity")
+_OLD_ALLOCATED = LazyPattern(_SIZE + r" already allocated")
+_OLD_FREE = LazyPattern(r"; " + _SIZE + r" free")
+_OLD_RESERVED = LazyPattern(_SIZE + r" (?:reserved in total by PyTorch|cached)\)")
+_EXC_BEFORE = LazyPattern(r"([A-Za-z_][\w.]*(?:Error|Exception))(?:\([\w.]*\))?: *(?:CUDA|$)")
+_CUDA_ERROR_DEVICE = LazyPattern(r"\bdevice[ :=]+(\d{1,18})")
 
 
 def _exception_name(text: str, at: int) -> str | None:
@@ -146,7 +147,7 @@ def parse_cuda_oom(text: str) -> Fields | None:
 # the allocator recovers from by freeing its cache and retrying (pytorch/pytorch#193195), so it is
 # an OOM reading, not proof that the process died: ``warning`` True says so.
 ALLOC_WARNING = "memory allocation failed with OOM"
-_ALLOC = re.compile(r"memory allocation failed with OOM on device " + _INT + r" while trying to allocate " + _INT + r" bytes"
+_ALLOC = LazyPattern(r"memory allocation failed with OOM on device " + _INT + r" while trying to allocate " + _INT + r" bytes"
                     r"(?: \(free: (\d{1,18}), total: (\d{1,18})\))?")
 
 
@@ -166,7 +167,7 @@ def parse_alloc_warning(text: str) -> Fields | None:
 # (Ray's own OOM killer raises ray.exceptions.OutOfMemoryError, which parse_ray_oom reads.) When
 # the worker's CUDA message is not in the log, this line is all there is of the CUDA OOM.
 RAY_TASK_OOM = "RayTaskError(OutOfMemoryError)"
-_RAY_TASK_CALL = re.compile(r"ray::([\w.<>-]+)\(\)(?: \(pid=(\d{1,18})(?:, ip=([^,)\s]+))?)?")
+_RAY_TASK_CALL = LazyPattern(r"ray::([\w.<>-]+)\(\)(?: \(pid=(\d{1,18})(?:, ip=([^,)\s]+))?)?")
 
 
 def parse_ray_task_oom(text: str) -> Fields | None:
@@ -223,14 +224,14 @@ def cuda_oom_summary(fields: dict) -> str:
 # SGLang (model_runner / pool configurator):
 #   RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.
 #     [Current value: mem_fraction_static=0.8]
-_VLLM_FREE = re.compile(
+_VLLM_FREE = LazyPattern(
     r"Free memory on device ?([\w:]*) ?\(" + _NUM + r"/" + _NUM + r" ([KMGT]i?B)\) on startup is "
     r"less than desired GPU memory utilization \(" + _NUM + r", " + _NUM + r" ([KMGT]i?B)\)")
-_VLLM_KV = re.compile(
+_VLLM_KV = LazyPattern(
     r"max seq len \((\d{1,18})\), \(?" + _SIZE + r" KV cache is needed, which is larger than the "
     r"available KV cache memory \(" + _SIZE + r"\)")
-_VLLM_EST = re.compile(r"estimated maximum model length is (\d{1,18})")
-_SGLANG_FRACTION = re.compile(r"mem_fraction_static=(\d{1,18}(?:\.\d{1,12})?)")
+_VLLM_EST = LazyPattern(r"estimated maximum model length is (\d{1,18})")
+_SGLANG_FRACTION = LazyPattern(r"mem_fraction_static=(\d{1,18}(?:\.\d{1,12})?)")
 
 # SGLang while serving (mem_cache/common.py, the scheduler): the KV pool or the request slots
 # ran out; the scheduler dies and SIGQUITs the server. The numbers follow on lines of their own:
@@ -241,9 +242,9 @@ _SGLANG_FRACTION = re.compile(r"mem_fraction_static=(\d{1,18}(?:\.\d{1,12})?)")
 #   RuntimeError: alloc_req_slots runs out of memory. Please set a smaller number for
 #     `--max-running-requests`. self.req_to_token_pool.available_size()=1, num_reqs=2,
 _SGLANG_POOL = ("Prefill out of memory", "Decode out of memory")
-_SGLANG_TRY = re.compile(r"Try to allocate (\d{1,18}) tokens")
-_SGLANG_AVAIL = re.compile(r"Ava(?:il|li)able (?:full )?tokens: ?(\d{1,18})")
-_SGLANG_SLOTS = re.compile(r"available_size\(\)=(\d{1,18}), num_reqs=(\d{1,18})")
+_SGLANG_TRY = LazyPattern(r"Try to allocate (\d{1,18}) tokens")
+_SGLANG_AVAIL = LazyPattern(r"Ava(?:il|li)able (?:full )?tokens: ?(\d{1,18})")
+_SGLANG_SLOTS = LazyPattern(r"available_size\(\)=(\d{1,18}), num_reqs=(\d{1,18})")
 # Lines that continue SGLang's multi-line pool message after its exception line.
 CONTINUATION_PREFIXES = ("Try to allocate ", "Available full tokens", "Available tokens",
                          "Avaliable tokens", "Available mamba", "self.token_to_kv_pool",
@@ -376,19 +377,19 @@ _RAY_DETAIL_MARKERS = RAY_START_MARKERS + (
     "The actor is dead because its worker process has died",
     "To adjust the eviction threshold",
 )
-_RAY_LINE_PREFIX = re.compile(r"^\s*(?:\(raylet(?:, ip=[^)]*)?\)\s*)?")
-_RAY_ROW = re.compile(r"^\s*(\d{1,18})\s+(\d{1,18}(?:\.\d{1,12})?)\s+(\S.*)$")
-_RAY_NODE = re.compile(r"Memory on the node \(IP: ([^,)\s]+)(?:, ID: (\w+))?\)")
-_RAY_USAGE = re.compile(r"\bwas " + _NUM + r" ?([KMGT]i?B) / " + _NUM + r" ?([KMGT]i?B) "
+_RAY_LINE_PREFIX = LazyPattern(r"^\s*(?:\(raylet(?:, ip=[^)]*)?\)\s*)?")
+_RAY_ROW = LazyPattern(r"^\s*(\d{1,18})\s+(\d{1,18}(?:\.\d{1,12})?)\s+(\S.*)$")
+_RAY_NODE = LazyPattern(r"Memory on the node \(IP: ([^,)\s]+)(?:, ID: (\w+))?\)")
+_RAY_USAGE = LazyPattern(r"\bwas " + _NUM + r" ?([KMGT]i?B) / " + _NUM + r" ?([KMGT]i?B) "
                         r"\(" + _NUM + r"\)(?:, which exceeds the memory usage threshold of "
                         r"(\d{1,18}(?:\.\d{1,12})?))?")
-_RAY_TASK = re.compile(r"where the (?:task|lease|actor) \(\w+ ID: [^,]*, name=([^,]*), pid=" + _INT + r", "
+_RAY_TASK = LazyPattern(r"where the (?:task|lease|actor) \(\w+ ID: [^,]*, name=([^,]*), pid=" + _INT + r", "
                        r"memory used=(\d{1,18}(?:\.\d{1,12})?) ?([KMGT]i?B)\)")
-_RAY_WORKER = re.compile(r"Ray killed this worker \(ID: (\w+)\)")
-_RAY_KILLED = re.compile(r"(?<!\d)" + _INT + r" (?:Workers \(tasks / actors\) killed due to memory pressure|"
+_RAY_WORKER = LazyPattern(r"Ray killed this worker \(ID: (\w+)\)")
+_RAY_KILLED = LazyPattern(r"(?<!\d)" + _INT + r" (?:Workers \(tasks / actors\) killed due to memory pressure|"
                          r"worker\(s\) were killed due to the node running low on memory)")
-_RAY_SUMMARY_NODE = re.compile(r"at node \(ID: (\w+), IP: ([^)\s]+)\)")
-_RAY_FAILED_TASK = re.compile(r"Task (\S+) failed due to oom")
+_RAY_SUMMARY_NODE = LazyPattern(r"at node \(ID: (\w+), IP: ([^)\s]+)\)")
+_RAY_FAILED_TASK = LazyPattern(r"Task (\S+) failed due to oom")
 
 
 def ray_line_body(line: str) -> str:

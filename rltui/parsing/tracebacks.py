@@ -19,10 +19,10 @@ inside ``RayTaskError(...)`` (indented frames right after the exception line), e
 
 from __future__ import annotations
 
-import re
 from collections import deque
 
 from rltui.parsing import distfail, oom
+from rltui.parsing.lazyre import LazyPattern
 
 MAX_STORED_LINE = 2048  # chars of one line kept in an event's text
 HEAD_LINES = 120  # a long traceback keeps its first lines (where it came from) ...
@@ -41,17 +41,17 @@ CLOSE = 2  # the line does not belong; the block is complete
 CUT = 3  # the line does not belong; the block was cut off (truncated)
 
 TRACEBACK_MARK = "Traceback (most recent call last)"
-_EXC = re.compile(r"([A-Za-z_][\w.]*)(\([\w.]*\))?(?::(?: ?(.*))?)?$")
+_EXC = LazyPattern(r"([A-Za-z_][\w.]*)(\([\w.]*\))?(?::(?: ?(.*))?)?$")
 _EXC_SUFFIXES = ("Error", "Exception", "Interrupt", "Exit", "Warning", "Iteration", "Failed",
                  "Failure", "Timeout", "Abort", "Cancelled", "Fault", "Killed", "Group")
-_FRAME = re.compile(r'\s*File "([^"]*)", line (\d{1,18})(?:, in (.*))?')
+_FRAME = LazyPattern(r'\s*File "([^"]*)", line (\d{1,18})(?:, in (.*))?')
 _CHAIN_MARKS = ("During handling of the above exception", "The above exception was the direct cause")
 # Multi-line exception messages that torch and NCCL print after the exception line.
 _CONTINUATIONS = ("CUDA kernel errors might be", "For debugging consider passing", "Compile with `TORCH_USE",
                   "Exception raised from", "frame #", "Last error:", "ncclUnhandled", "ncclSystem",
                   "ncclInternal", "ncclInvalid", "ncclRemote", "Cuda failure", "Device-side assertion",
                   *oom.CONTINUATION_PREFIXES)
-CHILD_LINE = re.compile(r"\s*[\w.]*ChildFailedError:")
+CHILD_LINE = LazyPattern(r"\s*[\w.]*ChildFailedError:")
 
 
 def exception_line(body: str) -> tuple[str, str] | None:

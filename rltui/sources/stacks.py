@@ -57,7 +57,6 @@ from rltui.model import (
     Reading,
     StackPoll,
 )
-from rltui.parsing.pyspy import parse_json
 from rltui.sources.base import reading
 from rltui.units import MIB
 
@@ -297,6 +296,7 @@ def _parsed(stdout: bytes, pid: int, done: Callable[..., ProcessDump]) -> Proces
     text = stdout.decode("utf-8", "replace")
     if not text.strip():
         return done(ERROR, "py-spy exited without printing a dump")
+    from rltui.parsing.pyspy import parse_json  # loaded with the first dump, not at import
     try:
         found = parse_json(text, "py-spy output", pid)
     except (ValueError, TypeError, RecursionError) as exc:  # DumpParseError is a ValueError

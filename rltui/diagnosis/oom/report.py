@@ -8,16 +8,14 @@ the app's OOM screen show the same text).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rltui import units
-from rltui.diagnosis.oom import phase as phase_reader
-from rltui.diagnosis.oom.estimate import ModelShape
-from rltui.diagnosis.oom.needs import estimate_for, need_for
-from rltui.diagnosis.oom.numbers import numbers_from_event
-from rltui.diagnosis.oom.suggest import Context, patch, suggest
-from rltui.diagnosis.oom.types import JobConfig, OomReport
 from rltui.model import LogEvent, LogFileState, NodeSnapshot
+
+if TYPE_CHECKING:
+    from rltui.diagnosis.oom.estimate import ModelShape
+    from rltui.diagnosis.oom.types import JobConfig, OomReport
 
 OOM_KINDS = ("cuda-oom", "engine-oom", "ray-oom")
 
@@ -47,6 +45,13 @@ def triage(event: LogEvent, before: Sequence[str], config: JobConfig, *,
            notes: Sequence[str] = ()) -> OomReport:
     """The report for one OOM event. With the model's ``shape``, suggestions carry their memory
     effect and the report the estimate; without it effects come from the error's own numbers."""
+    # Imported here: ``find_oom`` alone (is there an OOM at all?) stays light for a diagnose
+    # whose logs hold none.
+    from rltui.diagnosis.oom import phase as phase_reader
+    from rltui.diagnosis.oom.needs import estimate_for, need_for
+    from rltui.diagnosis.oom.numbers import numbers_from_event
+    from rltui.diagnosis.oom.suggest import Context, patch, suggest
+    from rltui.diagnosis.oom.types import OomReport
     numbers = numbers_from_event(event)
     ph = phase_reader.read_phase(event, before, config.framework)
     need = estimate = None
