@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rltui.checks.export import export_report
-from rltui.checks.rollout.render import answer_marks
+from rltui.checks.rollout.report import answer_marks
 from rltui.checks.forms import CheckForm, FormField, float_value, int_value, text_value
 
 COLUMNS = ("#", "line", "status", "first divergence", "answer ref/cand", "|Δp| mean",
