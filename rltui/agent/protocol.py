@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar
 
 from rltui.model import Reading
 from rltui.redact import scrub_text
@@ -164,7 +164,7 @@ class Unknown:
     note: str
 
 
-Message = Union[Hello, ReadingMessage, Heartbeat, Reply, ErrorMessage, Bye, Unknown]
+Message = Hello | ReadingMessage | Heartbeat | Reply | ErrorMessage | Bye | Unknown
 
 
 # -- requests (rltui -> agent) ---------------------------------------------------------------------
