@@ -175,7 +175,7 @@ class Unknown:
     note: str
 
 
-Message = Union[Hello, ReadingMessage, Heartbeat, Reply, ErrorMessage, Bye, Unknown]
+Message = Hello | ReadingMessage | Heartbeat | Reply | ErrorMessage | Bye | Unknown
 
 
 # -- requests (rltui -> agent) ---------------------------------------------------------------------

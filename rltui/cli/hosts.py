@@ -133,7 +133,7 @@ def launches(args: argparse.Namespace) -> list[Launch]:
         try:
             hosts = expand(nodelist)
         except HostlistError as exc:
-            raise _hostlist_error(f"--slurm-job {args.slurm_job} (squeue's nodelist)", exc)
+            raise _hostlist_error(f"--slurm-job {args.slurm_job} (squeue's nodelist)", exc) from None
         return slurm_launches(args.slurm_job, hosts, rltui=rltui, agent_args=extra)
     if args.hostfile:
         path = Path(args.hostfile).expanduser()
@@ -146,14 +146,14 @@ def launches(args: argparse.Namespace) -> list[Launch]:
         try:
             targets = parse_hostfile(text, source=args.hostfile)
         except HostlistError as exc:
-            raise _hostlist_error("--hostfile", exc)
+            raise _hostlist_error("--hostfile", exc) from None
         if not targets:
             raise _usage(f"--hostfile {args.hostfile}: names no host")
     else:
         try:
             targets = parse_hosts(args.hosts)
         except HostlistError as exc:
-            raise _hostlist_error("--hosts", exc)
+            raise _hostlist_error("--hosts", exc) from None
         if not targets:
             raise _usage("--hosts: names no host")
     timeout = args.connect_timeout or DEFAULT_CONNECT_TIMEOUT

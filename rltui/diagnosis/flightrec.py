@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from rltui.diagnosis import stacks as st
 from rltui.model import OK, FrDump, FrEntry, FrPoll, Frame
 from rltui.rankset import label
 
@@ -530,7 +531,6 @@ def apply(report: Any, fa: FrAnalysis | None) -> Any:
     (and say so) where the ranks wait; without findings it only adds each rank's collective."""
     if fa is None:
         return report
-    from rltui.diagnosis import stacks as st
     if not fa.findings:
         return replace(report, flight_recorder=fa)
     if report.verdict in (st.PROGRESSING, st.WORKING) and fa.pattern is not None:
@@ -676,17 +676,3 @@ def groups_text(fa: FrAnalysis) -> list[str]:
         out.append("the ranks run without a Flight Recorder buffer (TORCH_FR_BUFFER_SIZE unset "
                    "or 0)")
     return out
-
-
-def evidence(fa: FrAnalysis | None) -> list[str]:
-    """Lines for a symptom's evidence: each side's wait and the findings."""
-    if fa is None:
-        return []
-    out = []
-    by_text: dict[str, list[int]] = {}
-    for r, t in fa.waits:
-        by_text.setdefault(t.rsplit(", ", 1)[0] if t.endswith(" s") else t, []).append(r)
-    for t, rs in list(by_text.items())[:4]:
-        out.append(f"Flight Recorder: {label(rs)} pending in {t}")
-    return out
-

@@ -623,6 +623,20 @@ _NEXT = {
 }
 
 
+def fr_evidence(fa: Any) -> list[str]:
+    """Lines for a symptom's evidence from the Flight Recorder's reading beside the stacks
+    (rltui.diagnosis.flightrec.FrAnalysis, which reads this module): each side's wait."""
+    if fa is None:
+        return []
+    out = []
+    by_text: dict[str, list[int]] = {}
+    for r, t in fa.waits:
+        by_text.setdefault(t.rsplit(", ", 1)[0] if t.endswith(" s") else t, []).append(r)
+    for t, rs in list(by_text.items())[:4]:
+        out.append(f"Flight Recorder: {label(rs)} pending in {t}")
+    return out
+
+
 def symptoms(report: StackReport) -> list[Symptom]:
     """The report as symptoms (at most one); none unless the stacks show a hang."""
     if report.symptom_id is None:
@@ -644,7 +658,6 @@ def symptoms(report: StackReport) -> list[Symptom]:
         evidence.append(f"{label(report.missing_ranks)} missing from the dump (exited): read "
                         "its traceback")
     if report.flight_recorder is not None:
-        from rltui.diagnosis.flightrec import evidence as fr_evidence
         evidence += fr_evidence(report.flight_recorder)
     if not report.confirmed:
         evidence.append("one sample only: dump again to confirm the stacks do not move")

@@ -33,6 +33,7 @@ import io
 import json
 import pickle
 import re
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -79,12 +80,17 @@ class _NoGlobals(pickle.Unpickler):
 # The C unpickler trusts a PUT's memo index: ``r\xff\xff\xff\x7f`` (5 bytes) makes it allocate
 # and zero a 32 GB memo. Every opcode is walked first (runs of fixed-length opcodes by one
 # regex, the rest here): code-reaching opcodes are refused by name, memo indices bounded.
-_RUN = LazyPattern(
+_RUN_PATTERN = (
     rb"(?:[hqK\x80].|[()\]N0-2laeutds}\x85-\x89\x8f\x90\x91\x94]++|M..|[Jj]....|r..\x00\x00"
     rb"|G........|\x95........|\x8a(?:\x00|\x01.|\x02..|\x03...|\x04....|\x05.....|\x06......"
-    rb"|\x07.......|\x08........))*+", re.S)
+    rb"|\x07.......|\x08........))*+")
+if sys.version_info < (3, 11):
+    # possessive quantifiers came in 3.11. Nothing follows the repetition, so the greedy one
+    # matches the same run and never backtracks (it keeps a mark per repeat as it goes)
+    _RUN_PATTERN = _RUN_PATTERN.replace(b"]++", b"]+").replace(b"))*+", b"))*")
+_RUN = LazyPattern(_RUN_PATTERN, re.S)
 # the same without MEMOIZE and FRAME: a splice needs every memo slot named
-_RUN_SPLICE = LazyPattern(_RUN.pattern.replace(b"\\x91\\x94]++", b"\\x91]++").replace(
+_RUN_SPLICE = LazyPattern(_RUN_PATTERN.replace(b"\\x91\\x94]+", b"\\x91]+").replace(
     b"|\\x95........", b""), re.S)
 _CODE = {b"c": "GLOBAL", b"\x93": "STACK_GLOBAL", b"R": "REDUCE", b"b": "BUILD", b"i": "INST",
          b"o": "OBJ", b"\x81": "NEWOBJ", b"\x92": "NEWOBJ_EX", b"\x82": "EXT1", b"\x83": "EXT2",

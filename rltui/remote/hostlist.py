@@ -257,7 +257,7 @@ def _merge_once(entries: list[Parts]) -> list[Parts]:
 def _render(parts: Parts, force_brackets: bool = False) -> str:
     groups = parts[1::2]
     out = []
-    for i, part in enumerate(parts):
+    for part in parts:
         if isinstance(part, str):
             out.append(part)
             continue

@@ -8,17 +8,57 @@ per rank that has a log.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Mapping
+from typing import Any, Callable, Protocol
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-if TYPE_CHECKING:
-    from rltui.ui.app import RltuiApp
+from rltui.ui.messages import View
+from rltui.ui.screens import MainScreen
+from rltui.ui.widgets.log_view import LogView
+
+
+class Modes(Protocol):
+    actions: frozenset[str]  # which mode-dependent actions apply (the app's driver says)
+
+
+class PaletteApp(Protocol):
+    """What the palette reads and runs of the app (rltui.ui.app.RltuiApp, which imports this
+    module to offer the palette): the same actions as the keys."""
+
+    driver: Modes
+    themes: Mapping[str, Any]  # by name: shipped, then the user's (rltui.ui.themes)
+    latest: View | None
+    main_screen: MainScreen
+
+    def log_view(self) -> LogView | None: ...
+    def show_job(self, job_id: str | None) -> None: ...
+    def open_log(self, rank: int | None, path: str | None = None) -> None: ...
+    def set_theme(self, name: str, remember: bool = True) -> None: ...
+    def action_toggle_pause(self) -> None: ...
+    def action_refresh(self) -> None: ...
+    def action_zoom(self) -> None: ...
+    def action_help(self) -> None: ...
+    def action_cycle_theme(self) -> None: ...
+    def action_step(self) -> None: ...
+    def action_faster(self) -> None: ...
+    def action_slower(self) -> None: ...
+    def action_to_end(self) -> None: ...
+    def action_dump_stacks(self) -> None: ...
+    def action_show_stacks(self) -> None: ...
+    def action_choose_job(self) -> None: ...
+    def action_incident_report(self) -> None: ...
+    def action_oom_triage(self) -> None: ...
+    def action_rollout_check(self) -> None: ...
+    def action_workflow_check(self) -> None: ...
+    def action_logs(self) -> None: ...
+    async def action_quit(self) -> None: ...
+
 
 THEME_TITLES = {"dark": "Dark", "light": "Light", "colorblind": "Colour-blind"}
 
 
-def palette_commands(app: "RltuiApp") -> list[tuple[str, Callable[[], object], str]]:
+def palette_commands(app: PaletteApp) -> list[tuple[str, Callable[[], object], str]]:
     """(title, callback, help) for every command the palette offers now."""
     commands: list[tuple[str, Callable[[], object], str]] = [
         ("View: Toggle pause", app.action_toggle_pause, "Stop or resume updates (p, space)"),
@@ -58,7 +98,7 @@ def palette_commands(app: "RltuiApp") -> list[tuple[str, Callable[[], object], s
     return commands
 
 
-def job_commands(app: "RltuiApp") -> list[tuple[str, Callable[[], object], str]]:
+def job_commands(app: PaletteApp) -> list[tuple[str, Callable[[], object], str]]:
     """One command per job when the node runs several, and one to show them all again."""
     view = app.latest
     jobs = [v.job for v in (view.jobs if view is not None else ()) if v.job is not None]
@@ -73,7 +113,7 @@ def job_commands(app: "RltuiApp") -> list[tuple[str, Callable[[], object], str]]
     return out
 
 
-def log_commands(app: "RltuiApp") -> list[tuple[str, Callable[[], object], str]]:
+def log_commands(app: PaletteApp) -> list[tuple[str, Callable[[], object], str]]:
     def on_logs(action: str, *args: object) -> Callable[[], None]:
         def run() -> None:
             view = app.log_view()

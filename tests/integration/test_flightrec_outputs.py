@@ -13,10 +13,11 @@ import pickle
 import subprocess
 import sys
 import threading
-import tomllib
 from pathlib import Path
 
 import pytest
+
+from tests.compat import tomllib
 
 pytestmark = pytest.mark.integration
 

@@ -59,5 +59,5 @@ def test_recordings_hold_no_secrets_or_local_paths():
         for row in map(json.loads, text.splitlines()):
             if row["source"] == "procs" and row["payload"]:
                 for proc in row["payload"]["procs"]:
-                    for name, value in proc["debug_env"]:
+                    for name, _value in proc["debug_env"]:
                         assert "TOKEN" not in name and "KEY" not in name

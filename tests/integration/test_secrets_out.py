@@ -19,7 +19,6 @@ import select
 import shlex
 import subprocess
 import sys
-import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import pytest
 
 from rltui.checks.export import export_report
 from rltui.sources.replay import META_FILE, READINGS_FILE
+from tests.compat import tomllib
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,5 @@
-"""Fixtures for the UI tests: scenario folders built once per session, and app factories."""
+"""Fixtures for the UI tests: scenario folders built once per session, and app factories.
+Every test here is marked ``ui`` (`-m "not ui"` leaves the Pilot and snapshot tests out)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,14 @@ import pytest
 from rltui.config import Settings
 from rltui.ui import RltuiApp, build_app
 from tests.fakes import scenarios
+
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.ui)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ file must give.
 from __future__ import annotations
 
 import time
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ import pytest
 from rltui.parsing import distfail, elastic_error, oom
 from rltui.parsing.events import EventReader
 from rltui.parsing.noise import strip_noise
+from tests.compat import tomllib
 
 ERRORS = Path(__file__).resolve().parents[2] / "fixtures" / "real" / "errors"
 EXPECTED = tomllib.loads((ERRORS / "expected.toml").read_text(encoding="utf-8"))

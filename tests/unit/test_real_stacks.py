@@ -8,7 +8,6 @@ is, and the hang pattern where the thread or the artefact establishes one.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ import pytest
 from rltui.diagnosis.stacks import classify
 from rltui.diagnosis.stacktree import choose_thread, short_name
 from rltui.sources.dumpfolder import read_dump_folder
+from tests.compat import tomllib
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "real" / "stacks"
 EXPECTED = tomllib.loads((CORPUS / "expected.toml").read_text())

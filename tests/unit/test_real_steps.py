@@ -4,13 +4,13 @@ and the whole file through StepReader.scan (the catch-up path); both must agree.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
 
 from rltui.parsing.noise import strip_noise
 from rltui.parsing.steps import StepReader
+from tests.compat import tomllib
 
 HERE = Path(__file__).resolve().parents[2] / "fixtures" / "real" / "steps"
 EXPECTED = tomllib.loads((HERE / "expected.toml").read_text(encoding="utf-8"))

@@ -135,7 +135,7 @@ def test_the_logprob_verdict_names_the_value_it_is_on():
     ("4", "4", "5", "yes/no"), ("4", "so 4", "4", "yes/yes"), (None, "4", "4", "-"),
 ])
 def test_answer_marks(expected, ref_text, cand_text, marks):
-    from rltui.checks.rollout.render import answer_marks
+    from rltui.checks.rollout.report import answer_marks
 
     r = result(0, [1], [1], expected=expected, ref_text=ref_text, cand_text=cand_text)
     assert answer_marks(r) == marks

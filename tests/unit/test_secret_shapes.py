@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from hypothesis import strategies as st
 
 from rltui.redact import REDACTED, redact_argv, redact_env, scrub_text
 from rltui.scrub import outgoing_text, scrub
+from tests.compat import tomllib
 
 SHAPES = tomllib.loads((Path(__file__).resolve().parents[1] / "data" / "secret_shapes.toml")
                        .read_text(encoding="utf-8"))["shape"]

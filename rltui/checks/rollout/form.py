@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rltui.checks.export import export_report
-from rltui.checks.rollout.render import answer_marks
+from rltui.checks.rollout.report import answer_marks
 from rltui.checks.forms import CheckForm, text_value
 from rltui.checks.params import form_fields, form_key, form_values
 from rltui.checks.rollout.params import PARAMS

@@ -1,14 +1,11 @@
-"""What the results mean and what to change (playbook section 2). Pure."""
+"""What the results mean and what to change (playbook section 2): the findings' vocabulary.
+Pure. ``rltui.checks.workflow.report.findings`` reads a report into them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from rltui.checks.workflow.taskgroups import frame_text
-
-if TYPE_CHECKING:
-    from rltui.checks.workflow.report import WorkflowReport
 
 PROBLEM, WARNING = "problem", "warning"
 
@@ -62,7 +59,7 @@ class Finding:
                 "detail": self.detail, "advice": self.advice}
 
 
-def _plural(n: int, word: str) -> str:
+def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
@@ -72,7 +69,7 @@ def _block_where(block: dict) -> str:
     return f"at {frame_text(where) if where else '(unknown)'}" + (f": `{code}`" if code else "")
 
 
-def _block_findings(blocks: list) -> list[Finding]:
+def block_findings(blocks: list) -> list[Finding]:
     """One finding per place where the loop was blocked (a sync call blocks it once per run)."""
     places: dict[str, list] = {}
     for block in blocks:
@@ -90,77 +87,4 @@ def _block_findings(blocks: list) -> list[Finding]:
                     "was ended)"
         out.append(Finding("loop-blocked", PROBLEM, title, ADVICE["blocked"],
                            f"in the {steps} step{'s' if ',' in steps else ''}"))
-    return out
-
-
-def findings(report: "WorkflowReport") -> list[Finding]:
-    out: list[Finding] = []
-    if report.setup_error:
-        err = report.setup_error
-        advice = ADVICE["input"] if err.get("kind") in ("input", "python") else ADVICE["setup"]
-        out.append(Finding("setup-error", PROBLEM, err["message"], advice))
-        return out
-    server = report.server
-    if server and not server.get("reachable"):
-        out.append(Finding("server-unreachable", WARNING,
-                           f"{server.get('url')}: {server.get('error')}", ADVICE["server"]))
-    single = report.single
-    if single is not None and single.status == "error":
-        out.append(Finding("single-run-failed", PROBLEM,
-                           f"one run on one sample fails: {single.error_type}: {single.message}",
-                           ADVICE["single"]))
-    elif single is not None and single.status == "timeout":
-        why = single.message or f"not within {report.timeout_s:g} s"
-        out.append(Finding("single-run-timeout", PROBLEM,
-                           f"one run on one sample did not finish: {why}", ADVICE["single"]))
-    out += _block_findings(report.loop_blocks)
-    c = report.concurrency_json()
-    requested = c["requested"]
-    if c["errors"]:
-        kinds = ", ".join(f"{k} x{v['count']}" for k, v in c["errors"].items())
-        n = sum(v["count"] for v in c["errors"].values())
-        only = " (the single run passed)" if single is not None and single.valid else ""
-        out.append(Finding("errors-under-concurrency", PROBLEM,
-                           f"{n} of {requested} concurrent runs raised{only}: {kinds}",
-                           ADVICE["errors"]))
-    if c["timeouts"]:
-        groups = (report.pending_tasks or {}).get("groups") or []
-        detail = "; ".join(f"{g['count']} waiting at {g['where']}" for g in groups[:3])
-        if not groups and report.loop_blocks:
-            detail = "they were stuck behind the blocked event loop: see the finding above"
-        out.append(Finding("timeouts", PROBLEM,
-                           f"{c['timeouts']} of {requested} concurrent runs did not finish "
-                           f"within {report.timeout_s:g} s: a deadlock suspect", ADVICE["timeouts"],
-                           detail))
-    invalid = report.invalid_rewards()
-    if invalid:
-        first = invalid[0]
-        out.append(Finding("invalid-rewards", PROBLEM,
-                           f"{_plural(len(invalid), 'run')} returned an invalid reward, e.g. "
-                           f"{first['step']} run {first['run']}: {first['reason']} "
-                           f"({first['repr']})", ADVICE["invalid"]))
-    agree, details = report.agreement()
-    if agree is False:
-        d = details["disagreements"][0]
-        out.append(Finding("sequential-vs-concurrent", PROBLEM,
-                           f"sequential and concurrent results disagree on "
-                           f"{_plural(len(details['disagreements']), 'prompt')} of "
-                           f"{details['compared']} at temperature 0, e.g. prompt {d['prompt']}: "
-                           f"{d['sequential']!r} alone, {d['concurrent'][:4]!r} concurrently",
-                           ADVICE["leak"]))
-    if details.get("groups_differing"):
-        out.append(Finding("group-disagrees", WARNING,
-                           f"at temperature 0 the concurrent runs of "
-                           f"{_plural(len(details['groups_differing']), 'prompt')} disagree "
-                           "among themselves", ADVICE["group"]))
-    end = report.worker_end or {}
-    if end.get("reason") == "crashed":
-        out.append(Finding("worker-died", PROBLEM,
-                           f"the worker process died during the {end.get('step') or 'check'} "
-                           f"step ({end.get('how')})", ADVICE["crashed"]))
-    elif end.get("reason") == "silent":
-        out.append(Finding("worker-silent", PROBLEM,
-                           f"the worker stopped answering for {end.get('after_s', 0):.0f} s "
-                           f"during the {end.get('step') or 'check'} step and was ended",
-                           ADVICE["silent"]))
     return out

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from rltui.checks.workflow import analysis
-from rltui.checks.workflow.findings import PROBLEM, Finding, findings
+from rltui.checks.workflow.findings import (ADVICE, PROBLEM, WARNING, Finding, block_findings,
+                                           plural)
 from rltui.checks.workflow.results import RunResult
 from rltui.checks.workflow.taskgroups import STATE_TEXT, frame_text
 from rltui.checks.workflow.tracebacks import excerpt
@@ -297,3 +298,77 @@ class WorkflowReport:
                 else:
                     out.append(line if in_code else f"- {line}")
         return "\n".join(out) + "\n"
+
+
+def findings(report: WorkflowReport) -> list[Finding]:
+    """What the report's results mean, problems first as they were found."""
+    out: list[Finding] = []
+    if report.setup_error:
+        err = report.setup_error
+        advice = ADVICE["input"] if err.get("kind") in ("input", "python") else ADVICE["setup"]
+        out.append(Finding("setup-error", PROBLEM, err["message"], advice))
+        return out
+    server = report.server
+    if server and not server.get("reachable"):
+        out.append(Finding("server-unreachable", WARNING,
+                           f"{server.get('url')}: {server.get('error')}", ADVICE["server"]))
+    single = report.single
+    if single is not None and single.status == "error":
+        out.append(Finding("single-run-failed", PROBLEM,
+                           f"one run on one sample fails: {single.error_type}: {single.message}",
+                           ADVICE["single"]))
+    elif single is not None and single.status == "timeout":
+        why = single.message or f"not within {report.timeout_s:g} s"
+        out.append(Finding("single-run-timeout", PROBLEM,
+                           f"one run on one sample did not finish: {why}", ADVICE["single"]))
+    out += block_findings(report.loop_blocks)
+    c = report.concurrency_json()
+    requested = c["requested"]
+    if c["errors"]:
+        kinds = ", ".join(f"{k} x{v['count']}" for k, v in c["errors"].items())
+        n = sum(v["count"] for v in c["errors"].values())
+        only = " (the single run passed)" if single is not None and single.valid else ""
+        out.append(Finding("errors-under-concurrency", PROBLEM,
+                           f"{n} of {requested} concurrent runs raised{only}: {kinds}",
+                           ADVICE["errors"]))
+    if c["timeouts"]:
+        groups = (report.pending_tasks or {}).get("groups") or []
+        detail = "; ".join(f"{g['count']} waiting at {g['where']}" for g in groups[:3])
+        if not groups and report.loop_blocks:
+            detail = "they were stuck behind the blocked event loop: see the finding above"
+        out.append(Finding("timeouts", PROBLEM,
+                           f"{c['timeouts']} of {requested} concurrent runs did not finish "
+                           f"within {report.timeout_s:g} s: a deadlock suspect", ADVICE["timeouts"],
+                           detail))
+    invalid = report.invalid_rewards()
+    if invalid:
+        first = invalid[0]
+        out.append(Finding("invalid-rewards", PROBLEM,
+                           f"{plural(len(invalid), 'run')} returned an invalid reward, e.g. "
+                           f"{first['step']} run {first['run']}: {first['reason']} "
+                           f"({first['repr']})", ADVICE["invalid"]))
+    agree, details = report.agreement()
+    if agree is False:
+        d = details["disagreements"][0]
+        out.append(Finding("sequential-vs-concurrent", PROBLEM,
+                           f"sequential and concurrent results disagree on "
+                           f"{plural(len(details['disagreements']), 'prompt')} of "
+                           f"{details['compared']} at temperature 0, e.g. prompt {d['prompt']}: "
+                           f"{d['sequential']!r} alone, {d['concurrent'][:4]!r} concurrently",
+                           ADVICE["leak"]))
+    if details.get("groups_differing"):
+        out.append(Finding("group-disagrees", WARNING,
+                           f"at temperature 0 the concurrent runs of "
+                           f"{plural(len(details['groups_differing']), 'prompt')} disagree "
+                           "among themselves", ADVICE["group"]))
+    end = report.worker_end or {}
+    if end.get("reason") == "crashed":
+        out.append(Finding("worker-died", PROBLEM,
+                           f"the worker process died during the {end.get('step') or 'check'} "
+                           f"step ({end.get('how')})", ADVICE["crashed"]))
+    elif end.get("reason") == "silent":
+        out.append(Finding("worker-silent", PROBLEM,
+                           f"the worker stopped answering for {end.get('after_s', 0):.0f} s "
+                           f"during the {end.get('step') or 'check'} step and was ended",
+                           ADVICE["silent"]))
+    return out
