@@ -70,19 +70,30 @@ def openai_module() -> Any:
     return openai
 
 
-def _limited(httpx: Any, stream: Any, limit: int) -> Any:
-    class Limited(httpx.AsyncByteStream):
-        async def __aiter__(self):  # type: ignore[override]
-            seen = 0
-            async for chunk in stream:
-                seen += len(chunk)
-                if seen > limit:
-                    raise BodyTooLarge(f"the answer is over {limit >> 20} MiB; not read further")
-                yield chunk
+_LIMITED: dict[Any, type] = {}
 
-        async def aclose(self) -> None:
-            await stream.aclose()
-    return Limited()
+
+def _limited(httpx: Any, stream: Any, limit: int) -> Any:
+    """``stream`` (an answer's body), raising BodyTooLarge past ``limit`` bytes."""
+    cls = _LIMITED.get(httpx)
+    if cls is None:
+        class Limited(httpx.AsyncByteStream):
+            def __init__(self, stream: Any, limit: int) -> None:
+                self.stream, self.limit = stream, limit
+
+            async def __aiter__(self):  # type: ignore[override]
+                seen = 0
+                async for chunk in self.stream:
+                    seen += len(chunk)
+                    if seen > self.limit:
+                        raise BodyTooLarge(f"the answer is over {self.limit >> 20} MiB; not "
+                                           "read further")
+                    yield chunk
+
+            async def aclose(self) -> None:
+                await self.stream.aclose()
+        cls = _LIMITED[httpx] = Limited
+    return cls(stream, limit)
 
 
 def make_http_client(urls: "ServerURLs", api_key: str | None, *, timeout_s: float,

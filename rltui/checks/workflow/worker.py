@@ -161,8 +161,24 @@ def _traceback(exc: BaseException) -> str:
     return text if len(text) <= TRACEBACK_LIMIT else "...\n" + text[-TRACEBACK_LIMIT:]
 
 
+def _root_cause(exc: BaseException) -> Optional[BaseException]:
+    """The end of ``raise ... from`` chains: a client's own words often hide it (the openai
+    SDK's "Connection error." over a refused connection)."""
+    root, seen = None, {id(exc)}
+    cause = exc.__cause__
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        root, cause = cause, cause.__cause__
+    return root
+
+
 def _message(exc: BaseException) -> str:
     text = str(exc) or repr(exc)
+    root = _root_cause(exc)
+    if root is not None:
+        said = str(root)
+        if not said or said not in text:
+            text += f" (from {_type_name(root)}" + (f": {said})" if said else ")")
     return text if len(text) <= MESSAGE_LIMIT else text[:MESSAGE_LIMIT - 3] + "..."
 
 
@@ -180,9 +196,14 @@ def load(cfg: dict) -> tuple[Any, Optional[dict], dict]:
             return None, {"kind": "module_not_found",
                           "message": f"no module named {modname!r} on the path ({where}); "
                                      "add its folder with --path"}, {}
+        # a package the workflow imports (openai, its own dependencies) is missing from the
+        # interpreter the workflow runs under: name it, and that interpreter
+        package = (exc.name or "").partition(".")[0]
+        needs = (f"; the workflow needs the package {package!r}, which is not installed for "
+                 f"{sys.executable}") if package else ""
         return None, {"kind": "import_error", "traceback": _traceback(exc),
                       "message": f"importing {modname} failed: {_type_name(exc)}: "
-                                 f"{_message(exc)}"}, {}
+                                 f"{_message(exc)}{needs}"}, {}
     except BaseException as exc:  # noqa: BLE001 - SystemExit at import is the user's bug too
         return None, {"kind": "import_error", "traceback": _traceback(exc),
                       "message": f"importing {modname} failed: {_type_name(exc)}: "
