@@ -6,6 +6,7 @@ the openai package is not installed."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 import threading
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.integration
 
 MODEL = "hostile-model"
 CHUNK = b"x" * 65536
+BOMB = gzip.compress(bytes(16 << 20))  # 16 KB on the wire, 16 MiB decoded
 
 
 class HostileServer:
@@ -30,7 +32,9 @@ class HostileServer:
     - ``endless``: HTTP ``status`` and a body that never ends (no Content-Length, chunks until
       the client hangs up); ``sent`` counts the bytes it got out;
     - ``drip``: HTTP 200 announcing 1,000 bytes and sending one each 50 ms;
-    - ``html``: HTTP 200, an HTML page.
+    - ``html``: HTTP 200, an HTML page;
+    - ``gzip``: HTTP 200, a gzip body of 16 KB that decodes to 16 MiB of zeros, though the
+      client asked for no compression.
 
     Every request's path, headers and JSON body are recorded in ``seen``."""
 
@@ -94,6 +98,11 @@ class HostileServer:
                     return
                 h.wfile.write(b" ")
                 h.wfile.flush()
+        elif self.mode == "gzip":
+            h.send_header("Content-Encoding", "gzip")
+            h.send_header("Content-Length", str(len(BOMB)))
+            h.end_headers()
+            h.wfile.write(BOMB)
         else:
             page = b"<html><body>502 Bad Gateway</body></html>"
             h.send_header("Content-Length", str(len(page)))
@@ -152,6 +161,22 @@ def test_a_dripping_answer_ends_at_the_timeout(tiny_model, rollout_dataset, bad_
     message = report.error if bad_path == "/v1/models" else report.results[0].error
     assert f"no answer from {server.url}{bad_path} within 1 s" in message, report.to_text()
     assert report.exit_code() == 3
+
+
+@pytest.mark.parametrize("bad_path, api", [("/v1/models", "auto"),
+                                           ("/v1/completions", "completions"),
+                                           ("/generate", "generate")])
+def test_a_compressed_answer_not_asked_for_is_not_decoded(tiny_model, rollout_dataset,
+                                                         small_limit, bad_path, api):
+    """The limit counts bytes on the wire: a compressed answer (asked with
+    ``Accept-Encoding: identity``) is refused, not decoded to whatever size it holds (here 16
+    times the limit, from 16 KB)."""
+    with HostileServer("gzip", bad_path) as server:
+        url = server.url + ("/generate" if api == "generate" else "/v1")
+        report = _one(rollout_dataset, tiny_model, url, api=api, model=MODEL)
+    message = report.error if bad_path == "/v1/models" else report.results[0].error
+    assert (f"{server.url}{bad_path} answered with a compressed body (Content-Encoding: gzip) "
+            "though none was asked for; not read") in message, report.to_text()
 
 
 @pytest.mark.parametrize("bad_path, api", [("/v1/models", "auto"),

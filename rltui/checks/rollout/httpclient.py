@@ -14,6 +14,7 @@ the timeout, whatever pace the server sends at, and the answer's body to ``MAX_B
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import sys
 from dataclasses import dataclass, field
@@ -42,22 +43,40 @@ class EndpointError(Exception):
         self.status = status
 
 
-class BodyTooLarge(Exception):
-    """Raised while reading an answer once it passes ``MAX_BODY`` bytes."""
+class HostileAnswer(Exception):
+    """An answer not read: over ``MAX_BODY`` bytes, or compressed though none was asked for
+    (its size once decoded would be unbounded)."""
+
+
+_HTTP: list = []
 
 
 def http_module() -> Any:
+    """The HTTP client module: the one the openai SDK is built on when it is installed (its
+    ``http_client`` must be of that kind: httpx2 for current releases, httpx for older ones,
+    whichever else is installed too), else httpx2 or httpx."""
+    if _HTTP:
+        return _HTTP[0]
     try:
-        import httpx2 as httpx
-    except ImportError:
+        import openai
+        sdk_client = openai.DefaultAsyncHttpxClient
+    except (ImportError, AttributeError):
+        sdk_client = None
+    found = None
+    for name in ("httpx2", "httpx"):
         try:
-            import httpx
+            module = importlib.import_module(name)
         except ImportError:
-            raise EndpointError("missing", "the rollout check needs the openai package (it "
-                                "brings the HTTP client, httpx2 or httpx), which is not "
-                                "installed: install rltui[rollout] (or pip install openai)"
-                                ) from None
-    return httpx
+            continue
+        if sdk_client is None or issubclass(sdk_client, module.AsyncClient):
+            found = module
+            break
+    if found is None:
+        raise EndpointError("missing", "the rollout check needs the openai package (it "
+                            "brings the HTTP client, httpx2 or httpx), which is not "
+                            "installed: install rltui[rollout] (or pip install openai)")
+    _HTTP.append(found)
+    return found
 
 
 def openai_module() -> Any:
@@ -74,7 +93,7 @@ _LIMITED: dict[Any, type] = {}
 
 
 def _limited(httpx: Any, stream: Any, limit: int) -> Any:
-    """``stream`` (an answer's body), raising BodyTooLarge past ``limit`` bytes."""
+    """``stream`` (an answer's body), raising HostileAnswer past ``limit`` bytes."""
     cls = _LIMITED.get(httpx)
     if cls is None:
         class Limited(httpx.AsyncByteStream):
@@ -86,8 +105,8 @@ def _limited(httpx: Any, stream: Any, limit: int) -> Any:
                 async for chunk in self.stream:
                     seen += len(chunk)
                     if seen > self.limit:
-                        raise BodyTooLarge(f"the answer is over {self.limit >> 20} MiB; not "
-                                           "read further")
+                        raise HostileAnswer(f"answered too much: the answer is over "
+                                            f"{self.limit >> 20} MiB; not read further")
                     yield chunk
 
             async def aclose(self) -> None:
@@ -113,6 +132,10 @@ def make_http_client(urls: "ServerURLs", api_key: str | None, *, timeout_s: floa
     auth = httpx.BasicAuth(*credentials) if credentials and not api_key else None
 
     async def limit_body(response: Any) -> None:
+        encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):  # the client closes the response
+            raise HostileAnswer(f"answered with a compressed body (Content-Encoding: "
+                                f"{encoding[:40]}) though none was asked for; not read")
         response.stream = _limited(httpx, response.stream, limit)
 
     return httpx.AsyncClient(
@@ -245,8 +268,8 @@ def classify(exc: BaseException, url: str, timeout_s: float) -> EndpointError:
         return EndpointError("connection", f"cannot reach {url} ({exc})")
     if isinstance(exc, TimeoutError):  # the whole request's deadline (a slow drip included)
         return EndpointError("timeout", f"no answer from {url} within {timeout_s:g} s")
-    if isinstance(exc, BodyTooLarge):
-        return EndpointError("protocol", f"{url} answered too much: {exc}")
+    if isinstance(exc, HostileAnswer):
+        return EndpointError("protocol", f"{url} {exc}")
     if isinstance(exc, httpx.TimeoutException):
         if isinstance(exc, httpx.ConnectTimeout):
             return EndpointError("connection", f"cannot connect to {url}: connect timed out")
