@@ -78,10 +78,12 @@ def run_interruptibly(run: Callable[..., Any], spec: Any, name: str) -> tuple[An
     except KeyboardInterrupt:
         interrupted = True
         cancel.set()
-        bar.close()
-        print("rltui: interrupted; stopping the check, the partial report follows (Ctrl-C "
-              "again to quit at once)", file=sys.stderr)
         try:
+            # inside the try: a second Ctrl-C can come as soon as the line is out, while
+            # print is still returning
+            bar.close()
+            print("rltui: interrupted; stopping the check, the partial report follows (Ctrl-C "
+                  "again to quit at once)", file=sys.stderr)
             while not done.wait(0.25):
                 pass
         except KeyboardInterrupt:

@@ -16,7 +16,11 @@ the ideal rate is ``concurrency / delay``. In the same run, against the same ser
 Reported: requests (or samples) per second, the share of the ideal rate, and the client CPU
 time per request (rltui's own overhead; the server's time is the delay). Run:
 ``python -m pytest tests/benchmarks/test_rollout_overhead.py --benchmark-only -s``
-or, without pytest: ``python tests/benchmarks/test_rollout_overhead.py``
+or, without pytest: ``python tests/benchmarks/test_rollout_overhead.py``.
+``python tests/benchmarks/test_rollout_overhead.py --interleave N`` runs the openai loop and
+rltui's client alternately N times each in one process, against one server, and reports the
+median client CPU per request of each: on a machine where other work comes and goes, the two
+then meet the same conditions.
 """
 
 from __future__ import annotations
@@ -214,11 +218,32 @@ def test_rollout_client_overhead_against_openai(benchmark, bench):
     assert set(results) == {"openai", "rltui client", "rltui run"}
 
 
+def interleaved(b: Bench, rounds: int) -> str:
+    import statistics
+    paths = {"openai": lambda: openai_loop(b.server, b.ids, REQUESTS),
+             "rltui client": lambda: rltui_client(b.server, b.folder, REQUESTS)}
+    cpu: dict[str, list[float]] = {name: [] for name in paths}
+    for _ in range(rounds):
+        for name, fn in paths.items():
+            cpu[name].append(measure(fn, REQUESTS)["client_cpu_ms_each"])
+    lines = [f"{CONCURRENCY} in flight, server delay {DELAY_S * 1000:.0f} ms, {rounds} "
+             "interleaved rounds, client CPU per request:"]
+    for name, values in cpu.items():
+        lines.append(f"  {name:13s} median {statistics.median(values):.2f} ms "
+                     f"({' '.join(f'{v:.2f}' for v in values)})")
+    return "\n".join(lines)
+
+
 def main() -> None:
+    import argparse
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--interleave", type=int, default=0, metavar="N")
+    args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         b = Bench(Path(tmp))
         try:
-            print(summary(b.measure_all()))
+            print(interleaved(b, args.interleave) if args.interleave
+                  else summary(b.measure_all()))
         finally:
             b.close()
 

@@ -109,7 +109,7 @@ def test_a_wrong_key_is_the_single_run_s_error(server, data):
                 "--api-key", "wrong-key", "--json")
     assert out.returncode == 1
     doc = json.loads(out.stdout)
-    assert doc["single"]["error"].startswith("RuntimeError: HTTP 401")
+    assert doc["single"]["error"].startswith("openai.AuthenticationError: Error code: 401")
     assert doc["concurrency"]["skipped"].startswith("step one failed")
 
 
@@ -221,8 +221,10 @@ def test_a_server_that_is_down_exits_3_and_the_traceback_shows_the_agent_s_lines
     assert "NOT reachable" in out.stdout and "does not accept connections" in out.stdout
     errors = out.stdout[out.stdout.index("Errors by type:"):]
     assert "answer = await chat(prompt, **extra_kwargs)" in errors  # the agent's line
-    assert "await asyncio.open_connection(host, port)" in errors    # the innermost user line
-    assert "ConnectionRefusedError" in errors.splitlines()[-1]
+    # the innermost user line, then the openai SDK's error and the refusal under it
+    assert "await client(kwargs).chat.completions.create(" in errors
+    assert "openai.APIConnectionError x1: Connection error. (from " in errors
+    assert errors.splitlines()[-1].endswith("openai.APIConnectionError: Connection error.")
 
 
 def test_ctrl_c_prints_the_partial_report_and_exits_130(data):

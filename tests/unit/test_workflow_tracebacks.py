@@ -87,3 +87,34 @@ def test_a_long_message_keeps_its_first_lines():
     out = excerpt(tb, 12)
     assert "ValueError: first" in out and out[-1] == GAP
     assert '  File "/home/u/a.py", line 1, in f1' in out
+
+
+def test_a_run_s_error_names_what_its_client_wrapped():
+    """The openai SDK says "Connection error." over the HTTP client's error: the message shows
+    the end of the ``raise ... from`` chain, once, and only when it says something new."""
+    from rltui.checks.workflow.worker import _message
+
+    def chained(outer: Exception, *causes: Exception) -> Exception:
+        try:
+            for cause in causes:
+                try:
+                    raise cause
+                except Exception as exc:
+                    raise outer from exc
+        except Exception as exc:
+            return exc
+        return outer
+
+    refused = ConnectionRefusedError(111, "Connect call failed")
+    inner = OSError("All connection attempts failed")
+    inner.__cause__ = refused
+    outer = chained(RuntimeError("Connection error."), inner)
+    assert _message(outer) == ("Connection error. (from ConnectionRefusedError: [Errno 111] "
+                               "Connect call failed)")
+    assert _message(ValueError("plain")) == "plain"
+    same = chained(ValueError("bad key 7"), KeyError("bad key 7"))
+    assert _message(same) == "bad key 7 (from KeyError: 'bad key 7')"
+    said = chained(ValueError("wrapped: boom"), OSError("boom"))
+    assert _message(said) == "wrapped: boom"
+    bare = chained(ValueError("failed"), OSError())
+    assert _message(bare) == "failed (from OSError)"

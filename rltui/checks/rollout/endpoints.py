@@ -21,6 +21,10 @@ default) and SGLang fill every sampling field a request leaves out from the mode
 neutral values of the fields they add to OpenAI's are sent too: ``repetition_penalty`` 1,
 ``top_k`` -1, ``min_p`` 0. A server that refuses them gets the request without them, and
 ``limits`` says its greedy output then rests on the server's defaults.
+
+The OpenAI routes go through the openai SDK: OpenAI's own fields as its arguments, the others
+(the neutral fields, vLLM's) in ``extra_body``; ``/generate`` through the HTTP client
+(httpclient.py).
 """
 
 from __future__ import annotations
@@ -31,8 +35,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rltui.checks.rollout.compare import Generation
-from rltui.checks.rollout.httpclient import (EndpointError, auth_message, http_module,
-                                             request_json, secrets_of, server_urls)
+from rltui.checks.rollout.httpclient import (EndpointError, auth_message, make_http_client,
+                                             make_openai_client, request_json, sdk_json,
+                                             secrets_of, server_urls)
 from rltui.checks.rollout.inputs import PreparedSample
 from rltui.checks.rollout.responses import READERS, BadResponse
 from rltui.redact import redact_url
@@ -46,6 +51,10 @@ NEUTRAL = {"repetition_penalty": 1.0, "top_k": -1, "min_p": 0.0}
 # SGLang's native sampling_params take all of them.
 NATIVE = {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "min_p": 0.0,
           "repetition_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
+# The fields the openai SDK takes as arguments, per API; the rest of a body goes in extra_body.
+_STANDARD = frozenset(("model", "max_tokens", "n", "stream", *GREEDY))
+SDK_FIELDS = {"completions": _STANDARD | {"prompt", "logprobs"},
+              "chat": _STANDARD | {"messages", "logprobs", "top_logprobs"}}
 
 
 @dataclass(frozen=True)
@@ -104,7 +113,9 @@ class Endpoint:
         self.urls = server_urls(url)
         self._retokenise = retokenise
         self._concurrency = concurrency
-        self._client: Any = None
+        self._client: Any = None           # the HTTP client (httpclient.make_http_client)
+        self._sdk: Any = None              # AsyncOpenAI on it, for the OpenAI routes
+        self._sdk_headers: dict = {}
         self._form: Form | None = None
         self._settle = asyncio.Lock()
         self._refusals: list[tuple[Form, str]] = []
@@ -119,25 +130,21 @@ class Endpoint:
     async def open(self) -> None:
         """Connect, resolve the API and the model name. Raises EndpointError (auth, model,
         connection) with a message for the user."""
-        httpx = http_module()
-        headers = {"Authorization": f"Bearer {self._key}"} if self._key else {}
-        # the URL's user:password@ as Basic auth, only without an API key: both would go in
-        # the one Authorization header, and the key is what the user gave for this server
-        credentials = self.urls.credentials
-        auth = httpx.BasicAuth(*credentials) if credentials and not self._key else None
-        self._client = httpx.AsyncClient(
-            headers=headers, auth=auth, params=dict(self.urls.params) or None,
-            timeout=httpx.Timeout(self.timeout_s, connect=min(10.0, self.timeout_s)),
-            limits=httpx.Limits(max_connections=self._concurrency + 4,
-                                max_keepalive_connections=self._concurrency + 4),
-            trust_env=False)  # a proxy from the environment must not sit between the two sides
+        self._client = make_http_client(self.urls, self._key, timeout_s=self.timeout_s,
+                                        concurrency=self._concurrency)
         if self.api == "auto" and self.urls.native_generate:
             self.api = "generate"
         if self.api == "generate":
             await self._probe_native()
             return
+        self._sdk, self._sdk_headers = make_openai_client(self._client, self.urls.v1, self._key,
+                                                          timeout_s=self.timeout_s)
         try:
-            listing = await self._get(self.urls.v1 + "/models")
+            listing = await sdk_json(
+                lambda: self._sdk.models.with_streaming_response.list(
+                    extra_headers=self._sdk_headers),
+                self.urls.v1 + "/models", timeout_s=self.timeout_s, secret=self._secrets,
+                role=self.role)
         except EndpointError as exc:
             if exc.status in (404, 405) and self.api == "auto":
                 self.api = "generate"    # a native server without the OpenAI routes
@@ -180,6 +187,8 @@ class Endpoint:
                 raise
 
     async def close(self) -> None:
+        # the SDK client does not own the HTTP client it was given: closed here
+        self._sdk = None
         if self._client is not None:
             await self._client.aclose()
             self._client = None
@@ -220,11 +229,25 @@ class Endpoint:
                         ignore_eos=False)
         return self.urls.v1 + path, body
 
+    def _send(self, url: str, body: dict) -> Any:
+        """The SDK call for an OpenAI-style body: its own fields as arguments, the others in
+        ``extra_body``."""
+        known = SDK_FIELDS[self.api]
+        args = {k: v for k, v in body.items() if k in known}
+        extra = {k: v for k, v in body.items() if k not in known}
+        resource = self._sdk.chat.completions if self.api == "chat" else self._sdk.completions
+        return resource.with_streaming_response.create(**args, extra_body=extra or None,
+                                                       extra_headers=self._sdk_headers)
+
     async def _ask(self, form: Form, ps: PreparedSample) -> Outcome:
         url, body = self._body(form, ps)
         start = time.perf_counter()
-        data = await request_json(self._client, "POST", url, timeout_s=self.timeout_s,
-                                  secret=self._secrets, role=self.role, body=body)
+        if self.api == "generate":
+            data = await request_json(self._client, "POST", url, timeout_s=self.timeout_s,
+                                      secret=self._secrets, role=self.role, body=body)
+        else:
+            data = await sdk_json(lambda: self._send(url, body), url, timeout_s=self.timeout_s,
+                                  secret=self._secrets, role=self.role)
         latency = time.perf_counter() - start
         try:
             gen, violation = READERS[self.api](data, self._retokenise)

@@ -1,12 +1,22 @@
-"""The HTTP client and what its failures mean to a user.
+"""The HTTP clients and what their failures mean to a user.
 
-The client comes with the openai package: ``httpx2`` in current releases, ``httpx`` in older
-ones; both have the same API. It is imported on first use.
+OpenAI-compatible endpoints (``/v1/models``, ``/v1/completions``, ``/v1/chat/completions``) are
+asked through the openai SDK (``AsyncOpenAI``, no retries: a failure is a finding, not
+something to hide); SGLang's native ``/generate`` (and its ``/health``) through the HTTP client
+the SDK brings: ``httpx2`` in current releases, ``httpx`` in older ones, with the same API. The
+SDK sends its requests through that same client (``http_client``), so both share one pool, the
+credentials, the limits below and the hostile-server guards. Both are imported on first use.
+
+Every request is bounded: the whole of it (connect, send, the answer to its last byte) within
+the timeout, whatever pace the server sends at, and the answer's body to ``MAX_BODY`` bytes.
 """
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import json
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 from urllib.parse import parse_qsl, unquote, unquote_plus, urlparse, urlunparse
@@ -17,9 +27,15 @@ from rltui.redact import MIN_SECRET_LEN, hide_secrets, redact_url, url_secrets
 # message would make it unreadable and hide nothing worth hiding (as the workflow check does).
 
 
+# The most of one answer read (bytes on the wire): a long greedy answer with log-probs is a few
+# MB; a server that sends more is refused, not buffered without end.
+MAX_BODY = 64 << 20
+
+
 class EndpointError(Exception):
     """A request that failed. ``kind``: connection | timeout | auth | model | refused | http |
-    protocol. ``status`` is the HTTP status when there was one."""
+    protocol | missing (a package the check needs is not installed). ``status`` is the HTTP
+    status when there was one."""
 
     def __init__(self, kind: str, message: str, status: int | None = None):
         super().__init__(message)
@@ -27,17 +43,129 @@ class EndpointError(Exception):
         self.status = status
 
 
+class HostileAnswer(Exception):
+    """An answer not read: over ``MAX_BODY`` bytes, or compressed though none was asked for
+    (its size once decoded would be unbounded)."""
+
+
+_HTTP: list = []
+
+
 def http_module() -> Any:
+    """The HTTP client module: the one the openai SDK is built on when it is installed (its
+    ``http_client`` must be of that kind: httpx2 for current releases, httpx for older ones,
+    whichever else is installed too), else httpx2 or httpx."""
+    if _HTTP:
+        return _HTTP[0]
     try:
-        import httpx2 as httpx
-    except ImportError:
+        import openai
+        sdk_client = openai.DefaultAsyncHttpxClient
+    except (ImportError, AttributeError):
+        sdk_client = None
+    found = None
+    for name in ("httpx2", "httpx"):
         try:
-            import httpx
+            module = importlib.import_module(name)
         except ImportError:
-            raise EndpointError("protocol", "the rollout check needs an HTTP client (httpx or "
-                                "httpx2, which come with openai): install rltui[rollout]"
-                                ) from None
-    return httpx
+            continue
+        if sdk_client is None or issubclass(sdk_client, module.AsyncClient):
+            found = module
+            break
+    if found is None:
+        raise EndpointError("missing", "the rollout check needs the openai package (it "
+                            "brings the HTTP client, httpx2 or httpx), which is not "
+                            "installed: install rltui[rollout] (or pip install openai)")
+    _HTTP.append(found)
+    return found
+
+
+def openai_module() -> Any:
+    try:
+        import openai
+    except ImportError as exc:
+        raise EndpointError("missing", f"an OpenAI-compatible endpoint needs the openai package "
+                                       f"({exc}): install rltui[rollout] (or pip install "
+                                       "openai)") from None
+    return openai
+
+
+_LIMITED: dict[Any, type] = {}
+
+
+def _limited(httpx: Any, stream: Any, limit: int) -> Any:
+    """``stream`` (an answer's body), raising HostileAnswer past ``limit`` bytes."""
+    cls = _LIMITED.get(httpx)
+    if cls is None:
+        class Limited(httpx.AsyncByteStream):
+            def __init__(self, stream: Any, limit: int) -> None:
+                self.stream, self.limit = stream, limit
+
+            async def __aiter__(self):  # type: ignore[override]
+                seen = 0
+                async for chunk in self.stream:
+                    seen += len(chunk)
+                    if seen > self.limit:
+                        raise HostileAnswer(f"answered too much: the answer is over "
+                                            f"{self.limit >> 20} MiB; not read further")
+                    yield chunk
+
+            async def aclose(self) -> None:
+                await self.stream.aclose()
+        cls = _LIMITED[httpx] = Limited
+    return cls(stream, limit)
+
+
+def make_http_client(urls: "ServerURLs", api_key: str | None, *, timeout_s: float,
+                     concurrency: int, max_body: int | None = None) -> Any:
+    """The HTTP client for one server: the key as a Bearer header, else the URL's user-info as
+    Basic auth; the URL's query string on every request; no proxy from the environment (none
+    may sit between the two sides); no redirects; uncompressed answers (the size limit counts
+    what is read); each answer's body cut at ``max_body`` bytes."""
+    httpx = http_module()
+    limit = max_body or MAX_BODY
+    headers = {"Accept-Encoding": "identity"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    # the URL's user:password@ as Basic auth, only without an API key: both would go in the
+    # one Authorization header, and the key is what the user gave for this server
+    credentials = urls.credentials
+    auth = httpx.BasicAuth(*credentials) if credentials and not api_key else None
+
+    async def limit_body(response: Any) -> None:
+        encoding = response.headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):  # the client closes the response
+            raise HostileAnswer(f"answered with a compressed body (Content-Encoding: "
+                                f"{encoding[:40]}) though none was asked for; not read")
+        response.stream = _limited(httpx, response.stream, limit)
+
+    return httpx.AsyncClient(
+        headers=headers, auth=auth, params=dict(urls.params) or None,
+        timeout=http_timeout(httpx, timeout_s),
+        limits=httpx.Limits(max_connections=concurrency + 4,
+                            max_keepalive_connections=concurrency + 4),
+        follow_redirects=False, trust_env=False, event_hooks={"response": [limit_body]})
+
+
+def http_timeout(httpx: Any, timeout_s: float) -> Any:
+    return httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
+
+
+def make_openai_client(http_client: Any, base_url: str, api_key: str | None, *,
+                       timeout_s: float) -> tuple[Any, dict]:
+    """``AsyncOpenAI`` on ``http_client`` (which carries the credentials), without retries,
+    and the headers each request adds: the SDK's own ``Authorization`` left out when there is
+    no key (the client's Basic auth, or nothing), and the organisation and project it would
+    read from the environment (``OPENAI_ORG_ID``, ``OPENAI_PROJECT_ID``), which are no
+    business of a local server."""
+    openai = openai_module()
+    omit = openai.Omit()
+    client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "no-key",
+                                max_retries=0, timeout=http_timeout(http_module(), timeout_s),
+                                http_client=http_client)
+    headers = {"OpenAI-Organization": omit, "OpenAI-Project": omit}
+    if not api_key:
+        headers["Authorization"] = omit
+    return client, headers
 
 
 @dataclass(frozen=True)
@@ -125,9 +253,23 @@ def error_detail(response: Any) -> str:
 
 
 def classify(exc: BaseException, url: str, timeout_s: float) -> EndpointError:
-    """Map a client exception to what it means (``url`` is shown without its secrets)."""
+    """Map a client exception (the HTTP client's, the openai SDK's, the request's deadline, the
+    body limit) to what it means (``url`` is shown without its secrets)."""
     httpx = http_module()
     url = redact_url(url)
+    openai = sys.modules.get("openai")
+    if openai is not None and isinstance(exc, openai.APIConnectionError):
+        # the SDK's wrapping of the HTTP client's exception (APITimeoutError included)
+        cause = exc.__cause__
+        if cause is not None and not isinstance(cause, openai.APIConnectionError):
+            return classify(cause, url, timeout_s)
+        if isinstance(exc, openai.APITimeoutError):
+            return EndpointError("timeout", f"no answer from {url} within {timeout_s:g} s")
+        return EndpointError("connection", f"cannot reach {url} ({exc})")
+    if isinstance(exc, TimeoutError):  # the whole request's deadline (a slow drip included)
+        return EndpointError("timeout", f"no answer from {url} within {timeout_s:g} s")
+    if isinstance(exc, HostileAnswer):
+        return EndpointError("protocol", f"{url} {exc}")
     if isinstance(exc, httpx.TimeoutException):
         if isinstance(exc, httpx.ConnectTimeout):
             return EndpointError("connection", f"cannot connect to {url}: connect timed out")
@@ -147,24 +289,61 @@ def auth_message(role: str) -> str:
     return f"the {role} wants an API key ({flag}), or refused the one given"
 
 
-async def request_json(client: Any, method: str, url: str, *, timeout_s: float,
-                       secret: str | Iterable[str] | None, role: str,
-                       body: dict | None = None) -> Any:
-    """One request; the JSON answer or an EndpointError (401/403 as ``auth``, other 4xx/5xx as
-    ``http`` with the server's message)."""
+def status_error(response: Any, url: str, *, secret: str | Iterable[str] | None,
+                 role: str) -> EndpointError:
+    """An answer with an error status: 401/403 as ``auth``, other 4xx/5xx as ``http`` with
+    the server's message (without any secret it echoed)."""
+    status = response.status_code
+    if status in (401, 403):
+        return EndpointError("auth", auth_message(role), status)
+    detail = scrub(error_detail(response), secret)
+    return EndpointError("http", f"{role} answered HTTP {status} for {urlparse(url).path}: "
+                                 f"{detail}", status)
+
+
+def parse_json(raw: bytes, url: str, role: str) -> Any:
     try:
-        response = await client.request(method, url, json=body)
-    except Exception as exc:  # noqa: BLE001 - mapped to a message below
-        err = classify(exc, url, timeout_s)
-        raise EndpointError(err.kind, scrub(str(err), secret)) from None
-    if response.status_code in (401, 403):
-        raise EndpointError("auth", auth_message(role), response.status_code)
-    if response.status_code >= 400:
-        detail = scrub(error_detail(response), secret)
-        raise EndpointError("http", f"{role} answered HTTP {response.status_code} for "
-                                    f"{urlparse(url).path}: {detail}", response.status_code)
-    try:
-        return response.json()
+        return json.loads(raw)
     except (ValueError, json.JSONDecodeError):
         raise EndpointError("protocol", f"{role} answered {urlparse(url).path} with something "
                                         "that is not JSON") from None
+
+
+def failure(exc: BaseException, url: str, *, timeout_s: float,
+            secret: str | Iterable[str] | None) -> EndpointError:
+    err = classify(exc, url, timeout_s)
+    return EndpointError(err.kind, scrub(str(err), secret))
+
+
+async def request_json(client: Any, method: str, url: str, *, timeout_s: float,
+                       secret: str | Iterable[str] | None, role: str,
+                       body: dict | None = None) -> Any:
+    """One request with the HTTP client itself (SGLang's native routes); the JSON answer or an
+    EndpointError."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            response = await client.request(method, url, json=body)
+    except Exception as exc:  # noqa: BLE001 - mapped to a message below
+        raise failure(exc, url, timeout_s=timeout_s, secret=secret) from None
+    if response.status_code >= 400:
+        raise status_error(response, url, secret=secret, role=role)
+    return parse_json(response.content, url, role)
+
+
+async def sdk_json(call: Any, url: str, *, timeout_s: float,
+                   secret: str | Iterable[str] | None, role: str) -> Any:
+    """One request through the openai SDK. ``call()`` opens it: a ``with_streaming_response``
+    method of the SDK (the SDK builds and sends the request, maps its failures; the answer's
+    bytes are read here, as JSON, and not made into the SDK's typed objects: the check reads
+    fields they do not have, such as vLLM's token ids). The JSON answer or an EndpointError,
+    the same as ``request_json``'s."""
+    openai = openai_module()
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with call() as response:
+                raw = await response.read()
+    except openai.APIStatusError as exc:
+        raise status_error(exc.response, url, secret=secret, role=role) from None
+    except Exception as exc:  # noqa: BLE001 - mapped to a message below
+        raise failure(exc, url, timeout_s=timeout_s, secret=secret) from None
+    return parse_json(raw, url, role)

@@ -183,7 +183,7 @@ class _Run:
             if isinstance(self.reference, Endpoint):
                 await self.reference.open()
         except EndpointError as exc:
-            kind = "usage" if exc.kind in ("auth", "model") else "server"
+            kind = "usage" if exc.kind in ("auth", "model", "missing") else "server"
             if loading is not None:
                 await asyncio.gather(loading, return_exceptions=True)
             raise self._fail(kind, str(exc)) from None

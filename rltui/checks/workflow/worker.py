@@ -69,10 +69,24 @@ class Channel:
                 os._exit(1)  # the parent is gone: nobody to report to
 
 
+_NOBODY = -1  # no holder seen yet (never an id())
+
+
+def _running_task(loop: asyncio.AbstractEventLoop) -> Any:
+    """The task the loop's thread runs now, or None (a plain callback, the selector)."""
+    try:
+        return asyncio.current_task(loop)
+    except RuntimeError:
+        return None
+
+
 class Watchdog(threading.Thread):
     """Pings the event loop from a thread. When the loop has not answered for ``threshold``
-    seconds, sync code is blocking it: report the loop thread's stack and the pending tasks.
-    Heartbeats tell the parent the process itself is alive (and the GIL free)."""
+    seconds and one task (or one callback outside any task) has held it all that time, sync
+    code is blocking it: report the loop thread's stack and the pending tasks. Many tasks that
+    each run a short while in one turn of the loop (512 runs building their first request with
+    an HTTP client's SDK) keep the loop from answering too, but no call in them blocks: that is
+    not reported. Heartbeats tell the parent the process itself is alive (and the GIL free)."""
 
     def __init__(self, channel: Channel, threshold: float) -> None:
         super().__init__(name="rltui-watchdog", daemon=True)
@@ -83,6 +97,10 @@ class Watchdog(threading.Thread):
         self.loop_thread = 0
         self.skip: set = set()
         self._sent = 0.0
+        # which task the loop thread runs (asyncio.current_task, read from this thread) at
+        # each tick while the ping waits, and since when the same one
+        self._holder: Any = None
+        self._held_since = 0.0
         self._waiting = False
         self._reported = False
         self._lock = threading.Lock()
@@ -108,6 +126,7 @@ class Watchdog(threading.Thread):
                 self.channel.send("loop_unblocked", blocked_s=round(blocked, 3))
 
     def _report_block(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Runs in this thread: what the loop thread is doing while it holds the loop."""
         with self._lock:
             if not self._waiting:  # the loop answered since the check
                 return
@@ -126,12 +145,19 @@ class Watchdog(threading.Thread):
             if loop is not None:
                 if not self._waiting:
                     self._sent, self._waiting = now, True
+                    self._holder, self._held_since = _NOBODY, now
                     try:
                         loop.call_soon_threadsafe(self._answer)
                     except RuntimeError:  # loop closed
                         self._waiting = False
-                elif not self._reported and now - self._sent > self.threshold:
-                    self._report_block(loop)
+                elif not self._reported:
+                    holder = id(_running_task(loop))
+                    if holder != self._holder:
+                        self._holder, self._held_since = holder, now
+                    # seen first at a tick after the holder began: a tick of slack
+                    if now - self._sent > self.threshold and \
+                            now - self._held_since >= self.threshold - self.tick:
+                        self._report_block(loop)
             if now - last_beat >= HEARTBEAT_S:
                 last_beat = now
                 self.channel.send("alive")
@@ -161,8 +187,24 @@ def _traceback(exc: BaseException) -> str:
     return text if len(text) <= TRACEBACK_LIMIT else "...\n" + text[-TRACEBACK_LIMIT:]
 
 
+def _root_cause(exc: BaseException) -> Optional[BaseException]:
+    """The end of ``raise ... from`` chains: a client's own words often hide it (the openai
+    SDK's "Connection error." over a refused connection)."""
+    root, seen = None, {id(exc)}
+    cause = exc.__cause__
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        root, cause = cause, cause.__cause__
+    return root
+
+
 def _message(exc: BaseException) -> str:
     text = str(exc) or repr(exc)
+    root = _root_cause(exc)
+    if root is not None:
+        said = str(root)
+        if not said or said not in text:
+            text += f" (from {_type_name(root)}" + (f": {said})" if said else ")")
     return text if len(text) <= MESSAGE_LIMIT else text[:MESSAGE_LIMIT - 3] + "..."
 
 
@@ -180,9 +222,14 @@ def load(cfg: dict) -> tuple[Any, Optional[dict], dict]:
             return None, {"kind": "module_not_found",
                           "message": f"no module named {modname!r} on the path ({where}); "
                                      "add its folder with --path"}, {}
+        # a package the workflow imports (openai, its own dependencies) is missing from the
+        # interpreter the workflow runs under: name it, and that interpreter
+        package = (exc.name or "").partition(".")[0]
+        needs = (f"; the workflow needs the package {package!r}, which is not installed for "
+                 f"{sys.executable}") if package else ""
         return None, {"kind": "import_error", "traceback": _traceback(exc),
                       "message": f"importing {modname} failed: {_type_name(exc)}: "
-                                 f"{_message(exc)}"}, {}
+                                 f"{_message(exc)}{needs}"}, {}
     except BaseException as exc:  # noqa: BLE001 - SystemExit at import is the user's bug too
         return None, {"kind": "import_error", "traceback": _traceback(exc),
                       "message": f"importing {modname} failed: {_type_name(exc)}: "

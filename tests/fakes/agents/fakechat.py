@@ -1,40 +1,43 @@
-"""The small async OpenAI-style chat client the sample agents share (standard library only).
+"""The chat client the sample agents share: the openai SDK, as a workflow usually calls its
+model. One ``AsyncOpenAI`` per base URL and key in the process, shared by every run, without
+retries (a failure shows as it happened). A server that is down or hangs up raises
+``openai.APIConnectionError`` (its cause: the HTTP client's error), an HTTP error status one of
+``openai.APIStatusError``'s kinds (``AuthenticationError`` for 401, ...).
 
-One connection per request, like a client without a pool. Raises ``ConnectionError`` when the
-server is down or hangs up, ``RuntimeError`` on an HTTP error status.
+``endpoint`` and ``chat_body`` are for a workflow that sends its own request (agent_sync_http).
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 from urllib.parse import urlsplit
 
+from openai import AsyncOpenAI
+# imported with the module (the check's load step), not on a run's first call: the resource
+# modules are a large part of the SDK's import time
+from openai.resources.chat import completions as _chat_completions  # noqa: F401
 
-def endpoint(kwargs: dict) -> tuple[str, int, str]:
+_clients: dict[tuple[str, str], AsyncOpenAI] = {}
+
+
+def base_url(kwargs: dict) -> str:
     url = kwargs.get("base_url") or os.environ.get("OPENAI_BASE_URL")
     if not url:
         raise ValueError("no base_url and no OPENAI_BASE_URL")
-    parts = urlsplit(url)
+    return url
+
+
+def endpoint(kwargs: dict) -> tuple[str, int, str]:
+    parts = urlsplit(base_url(kwargs))
     return parts.hostname, parts.port or 80, parts.path.rstrip("/")
 
 
-def request_bytes(host: str, path: str, api_key: str | None, body: dict) -> bytes:
-    data = json.dumps(body).encode()
-    auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
-    return (f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(data)}\r\n{auth}Connection: close\r\n\r\n").encode() + data
-
-
-def parse_response(raw: bytes) -> str:
-    head, _, body = raw.partition(b"\r\n\r\n")
-    if not head:
-        raise ConnectionError("the server closed the connection without answering")
-    status = int(head.split(b" ", 2)[1])
-    if status != 200:
-        raise RuntimeError(f"HTTP {status}: {body[:200].decode('utf-8', 'replace')}")
-    return json.loads(body)["choices"][0]["message"]["content"]
+def client(kwargs: dict) -> AsyncOpenAI:
+    url = base_url(kwargs)
+    key = kwargs.get("api_key") or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+    if (url, key) not in _clients:
+        _clients[url, key] = AsyncOpenAI(base_url=url, api_key=key, max_retries=0)
+    return _clients[url, key]
 
 
 def chat_body(prompt: str, kwargs: dict) -> dict:
@@ -44,16 +47,8 @@ def chat_body(prompt: str, kwargs: dict) -> dict:
 
 async def chat(prompt: str, **kwargs) -> str:
     """The assistant's answer to ``prompt`` (kwargs: base_url, api_key, model, temperature)."""
-    host, port, path = endpoint(kwargs)
-    reader, writer = await asyncio.open_connection(host, port)
-    try:
-        writer.write(request_bytes(host, path + "/chat/completions", kwargs.get("api_key"),
-                                   chat_body(prompt, kwargs)))
-        await writer.drain()
-        raw = await reader.read()
-    finally:
-        writer.close()
-    return parse_response(raw)
+    reply = await client(kwargs).chat.completions.create(**chat_body(prompt, kwargs))
+    return reply.choices[0].message.content
 
 
 def prompt_of(data: dict) -> str:
