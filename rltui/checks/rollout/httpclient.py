@@ -266,7 +266,8 @@ def classify(exc: BaseException, url: str, timeout_s: float) -> EndpointError:
         if isinstance(exc, openai.APITimeoutError):
             return EndpointError("timeout", f"no answer from {url} within {timeout_s:g} s")
         return EndpointError("connection", f"cannot reach {url} ({exc})")
-    if isinstance(exc, TimeoutError):  # the whole request's deadline (a slow drip included)
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):  # the whole request's deadline
+        # (a slow drip included); asyncio's is its own class before 3.11
         return EndpointError("timeout", f"no answer from {url} within {timeout_s:g} s")
     if isinstance(exc, HostileAnswer):
         return EndpointError("protocol", f"{url} {exc}")
@@ -321,8 +322,7 @@ async def request_json(client: Any, method: str, url: str, *, timeout_s: float,
     """One request with the HTTP client itself (SGLang's native routes); the JSON answer or an
     EndpointError."""
     try:
-        async with asyncio.timeout(timeout_s):
-            response = await client.request(method, url, json=body)
+        response = await asyncio.wait_for(client.request(method, url, json=body), timeout_s)
     except Exception as exc:  # noqa: BLE001 - mapped to a message below
         raise failure(exc, url, timeout_s=timeout_s, secret=secret) from None
     if response.status_code >= 400:
@@ -338,10 +338,13 @@ async def sdk_json(call: Any, url: str, *, timeout_s: float,
     fields they do not have, such as vLLM's token ids). The JSON answer or an EndpointError,
     the same as ``request_json``'s."""
     openai = openai_module()
+
+    async def read() -> bytes:
+        async with call() as response:
+            return await response.read()
+
     try:
-        async with asyncio.timeout(timeout_s):
-            async with call() as response:
-                raw = await response.read()
+        raw = await asyncio.wait_for(read(), timeout_s)  # asyncio.timeout is 3.11's
     except openai.APIStatusError as exc:
         raise status_error(exc.response, url, secret=secret, role=role) from None
     except Exception as exc:  # noqa: BLE001 - mapped to a message below
