@@ -37,6 +37,8 @@ _json_start = re.compile(r'[\s\ufeff]{0,64}(?:\[\s{0,64}[{\]]|\{\s{0,64}")')
 # are then an exact cache key (``1 == 1.0 == True``, but ``"line": true`` is no line number).
 _DECODER = json.JSONDecoder(parse_int=str.encode)
 _RAW_FRAME = itemgetter("name", "short_filename", "filename", "line", "module")
+_THREAD_KEYS = ("pid", "os_thread_id", "thread_id", "thread_name", "active", "owns_gil", "frames")
+_RAW_THREAD = itemgetter(*_THREAD_KEYS)
 _MISS = object()
 MAX_CACHED_FRAMES = 1 << 20  # raw frames kept as keys across a folder (~100 MB at most)
 
@@ -198,22 +200,27 @@ def _json_threads(values: Iterable, source: str, pid: int | None, problems: list
         if not value and pid is not None:
             by_pid.setdefault(pid, [])
         for t in value:
-            if not isinstance(t, dict) or not isinstance(t.get("frames"), list):
+            try:
+                tpid, os_tid, tid, name, active, gil, raw_frames = _RAW_THREAD(t)
+            except (KeyError, TypeError):  # a key missing: each one looked up, or no object
+                if not isinstance(t, dict):
+                    bad += 1
+                    continue
+                tpid, os_tid, tid, name, active, gil, raw_frames = map(t.get, _THREAD_KEYS)
+            if not isinstance(raw_frames, list):
                 bad += 1
                 continue
-            tpid = _int(t.get("pid"))
+            tpid = _int(tpid)
             tpid = tpid if tpid is not None else pid
-            tid = _int(t.get("os_thread_id"))
-            if tid is None:
-                tid = _int(t.get("thread_id"))
-                tid = tid if tid is not None else 0
-            name = t.get("thread_name")
+            os_tid = _int(os_tid)
+            if os_tid is None:
+                tid = _int(tid)
+                os_tid = tid if tid is not None else 0
             name = name if isinstance(name, str) else ""
             threads = by_pid.setdefault(tpid if tpid is not None else 0, [])
             if len(threads) < MAX_THREADS:
-                threads.append(ThreadStack(tid, name, _status(t.get("active") is True,
-                                                              t.get("owns_gil") is True),
-                                           _json_stack(t["frames"], cache)))
+                threads.append(ThreadStack(os_tid, name, _status(active is True, gil is True),
+                                           _json_stack(raw_frames, cache)))
     if bad:
         problems.append(f"{source}: {bad} JSON entr{'y was' if bad == 1 else 'ies were'} not "
                         f"a py-spy thread and skipped")
@@ -278,7 +285,7 @@ def parse_any(text: str, source: str = "", cache: StackCache | None = None,
 def rank_from_filename(name: str) -> int | None:
     """The rank in a dump's file name: rank3.txt, rank_3.json, dump-rank-3.txt, RANK03 -> 3.
     ``rank`` must not be the tail of a longer word (``frank3``, ``crank2``)."""
-    base = re.split(r"[/\\]", name)[-1].lower()
+    base = name.replace("\\", "/").rpartition("/")[2].lower()
     m = _RANK.search(base)
     return int(m.group(1)) if m else None
 

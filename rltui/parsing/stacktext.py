@@ -504,8 +504,10 @@ def _looks_python(frame: tuple[str, str, int]) -> bool:
 def read(text: str, source: str = "", frames: dict[str, Frame | None] | None = None
          ) -> tuple[list[ProcessDump], list[str]]:
     """Every dump in ``text`` (file order of their first line) and the problems met.
-    ``frames``: the frame lines already read (by other files of one folder), shared."""
-    reader = _Reader(source, frames)
+    ``frames``: the frame lines already read (by other files of one folder), shared while it
+    has room; a text met once it is full keeps its own, as a text read alone does."""
+    reader = _Reader(source, frames if frames is not None and len(frames) < _FRAME_CACHE
+                     else None)
     lines = text.splitlines()
     if len(lines) > MAX_LINES:
         reader.problems.append(f"{source}: only the first {MAX_LINES} lines were read")
