@@ -40,7 +40,8 @@ _RAW_FRAME = itemgetter("name", "short_filename", "filename", "line", "module")
 _THREAD_KEYS = ("pid", "os_thread_id", "thread_id", "thread_name", "active", "owns_gil", "frames")
 _RAW_THREAD = itemgetter(*_THREAD_KEYS)
 _MISS = object()
-MAX_CACHED_FRAMES = 1 << 20  # raw frames kept as keys across a folder (~100 MB at most)
+MAX_CACHED_FRAMES = 1 << 18  # raw frames kept as keys across a folder (~100 MB at most)
+MAX_KEYED_DEPTH = 4 * (KEEP_INNER + KEEP_OUTER)  # a deeper stack is converted, not keyed
 
 
 class StackCache:
@@ -157,7 +158,7 @@ def _json_frame(raw: object) -> Frame | None:
 def _json_stack(raw_frames: list, cache: StackCache | None) -> tuple[Frame, ...]:
     """One thread's frames, bounded; with a cache, converted once per distinct stack."""
     key = None
-    if cache is not None:
+    if cache is not None and len(raw_frames) <= MAX_KEYED_DEPTH:
         try:
             key = tuple(map(_RAW_FRAME, raw_frames))  # one C-level pass, no call per frame
             hit = cache.stacks.get(key)

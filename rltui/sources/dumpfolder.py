@@ -14,10 +14,9 @@ from __future__ import annotations
 import os
 import stat
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
 
 from rltui.model import OK, ProcessDump, Reading, StackPoll
 from rltui.parsing.pyspy import read_folder_entries
@@ -43,8 +42,8 @@ class _Plain:
     would pass every one of them anyway: the folder's path holds no link another user owns, and
     it is no part of /proc or /sys. A file opened with ``O_NOFOLLOW`` below it is then safe
     when ``fstat`` says it is a regular file off the kernel's devices; anything else (a link, a
-    FIFO) goes to ``safeopen``, whose refusal says why. Saves ``safeopen``'s walk of every
-    component of every file's path: 4,096 files cost 6 ``lstat`` each."""
+    FIFO) goes to ``safeopen``, whose refusal says why. Saves ``safeopen``'s ``lstat`` of every
+    component of every file's path (and its two opens a file)."""
 
     def __init__(self, folder: Path) -> None:
         self.fd = -1
@@ -60,13 +59,21 @@ class _Plain:
                     self.devices.add(os.stat(top).st_dev)
                 except OSError:
                     pass
+            checked = os.stat(real)
             fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            if os.fstat(fd).st_dev in self.devices:
-                os.close(fd)
-                return
-            self.fd = fd
         except OSError:
-            self.fd = -1
+            return
+        try:
+            st = os.fstat(fd)
+            # the very folder resolved (not one swapped in since), off the kernel's devices
+            if (st.st_dev, st.st_ino) == (checked.st_dev, checked.st_ino) and \
+                    st.st_dev not in self.devices:
+                self.fd, fd = fd, -1
+        except OSError:
+            pass
+        finally:
+            if fd >= 0:
+                os.close(fd)
 
     def read(self, name: str, limit: int) -> bytes | None:
         """The file's first ``limit`` bytes, or None where ``safeopen`` must decide."""

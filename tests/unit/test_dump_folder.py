@@ -85,7 +85,7 @@ def test_each_file_is_read_parsed_and_folded_before_the_next_is_read(tmp_path, m
 
     monkeypatch.setattr(dumpfolder._Plain, "read", reading)
     monkeypatch.setattr(pyspy, "parse_any", parsing)
-    dumps, problems = read_dump_folder(str(tmp_path), rank_of_pid=no_live)
+    dumps, _ = read_dump_folder(str(tmp_path), rank_of_pid=no_live)
     assert [d.rank for d in dumps] == [0, 1, 2]
     assert events == [(kind, f"rank{r}.json") for r in range(3) for kind in ("read", "parse")]
 

@@ -433,7 +433,7 @@ def test_frames_with_missing_keys_or_odd_values_read_as_they_do_alone():
            [{"name": 5, "filename": "a.py", "line": 1}, "not a frame", _raw("main", 2)],
            [_raw("f", 1, locals={"x": [1]})]]
     files = [(f"rank{r}.json", _thread(100 + r, frames)) for r, frames in enumerate(odd * 2)]
-    shared, problems = read_folder_entries(files)
+    shared, _ = read_folder_entries(files)
     alone = [d for name, text in files for d in parse_any(text, name)[0]]
     assert [d.threads for d in shared] == [d.threads for d in alone]
     assert [[f.name for f in d.threads[0].frames] for d in shared[:4]] == [
@@ -454,3 +454,15 @@ def test_decoded_json_still_reads():
     [dump] = parse_json(data)
     assert dump.pid == 7 and dump.threads[0].thread_id == 7
     assert dump.threads[0].frames[0].line == 3
+
+
+@pytest.mark.parametrize("depth", [KEEP_INNER + KEEP_OUTER + 1, 5000])
+def test_deep_stacks_in_a_folder_are_bounded_as_alone(depth):
+    stack = [_raw(f"f{i}", i + 1) for i in range(depth)]
+    files = [(f"rank{r}.json", _thread(100 + r, stack)) for r in range(2)]
+    dumps, _ = read_folder_entries(files)
+    alone = parse_json(files[0][1])[0].threads[0].frames
+    for d in dumps:
+        frames = d.threads[0].frames
+        assert frames == alone and len(frames) == KEEP_INNER + KEEP_OUTER + 1
+        assert frames[KEEP_INNER].name == ELIDED
