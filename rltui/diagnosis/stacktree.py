@@ -476,10 +476,11 @@ def merge(dumps: Sequence[ProcessDump], *, lines: bool = False,
             duplicates.add(m)
         by_member[m] = d
 
-    # Ranks built from one parse share nothing, but synthetic or replayed dumps often share
-    # the very same frames tuple: converting each distinct tuple once keeps 65k ranks linear
-    # in the number of distinct stacks rather than in ranks x depth. The memo stops itself
-    # when the first ranks share nothing (parsed dumps), where it would only cost.
+    # Ranks read from one folder of --json dumps (``pyspy.StackCache``), synthetic or replayed
+    # dumps share the very same frames tuple for one stack: converting each distinct tuple once
+    # keeps 65k ranks linear in the number of distinct stacks rather than in ranks x depth. The
+    # memo stops itself when the first ranks share nothing (text dumps, live rounds), where it
+    # would only cost.
     seen: dict[int, tuple[tuple[Frame, ...], tuple[int, ...]]] = {}
     groups: dict[tuple[int, ...], list[int]] = {}  # kid path (root first) -> members
     status_of: dict[int, str] = {}

@@ -8,6 +8,10 @@ sentences that name the source, so a folder with one bad file still yields the o
 
 Stacks are bounded (``stackframes``): the innermost and outermost frames of a deep stack are kept
 with one marker frame between them.
+
+Ranks of one job print the same stacks, so a folder is read with one ``StackCache``: a py-spy
+``--json`` stack is converted to frames once per distinct stack (later ranks reuse the very same
+frames tuple, which the merge converts once too), a text frame line once per distinct line.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import re
 import sys
 from collections.abc import Iterable
 from dataclasses import replace
+from operator import itemgetter
 
 from rltui.model import ERROR, Frame, ProcessDump, ThreadStack
 from rltui.parsing import stacktext
@@ -28,6 +33,30 @@ _RANK = re.compile(r"(?<![a-z])rank[-_]?(\d{1,6})(?!\d)")
 _intern = sys.intern
 # A JSON document starts with an array of objects (or an object): "[{", "[]", "{" + quote.
 _json_start = re.compile(r'[\s\ufeff]{0,64}(?:\[\s{0,64}[{\]]|\{\s{0,64}")')
+# Integers decode to their digits as bytes, a type no other JSON value has: a frame's raw values
+# are then an exact cache key (``1 == 1.0 == True``, but ``"line": true`` is no line number).
+_DECODER = json.JSONDecoder(parse_int=str.encode)
+_RAW_FRAME = itemgetter("name", "short_filename", "filename", "line", "module")
+_THREAD_KEYS = ("pid", "os_thread_id", "thread_id", "thread_name", "active", "owns_gil", "frames")
+_RAW_THREAD = itemgetter(*_THREAD_KEYS)
+_MISS = object()
+MAX_CACHED_FRAMES = 1 << 18  # raw frames kept as keys across a folder (~100 MB at most)
+MAX_KEYED_DEPTH = 4 * (KEEP_INNER + KEEP_OUTER)  # a deeper stack is converted, not keyed
+
+
+class StackCache:
+    """What one folder's files share: each distinct py-spy ``--json`` stack converted once (its
+    raw frames' values -> the frames tuple), each distinct frame once, each distinct text frame
+    line once. Bounded: past ``MAX_CACHED_FRAMES`` raw frames nothing more is kept (a folder of
+    all-different stacks is garbage, not a job)."""
+
+    __slots__ = ("frames", "kept", "lines", "stacks")
+
+    def __init__(self) -> None:
+        self.stacks: dict[tuple, tuple[Frame, ...]] = {}
+        self.frames: dict[tuple, Frame | None] = {}
+        self.lines: dict[str, Frame | None] = {}  # text frame lines (``stacktext``)
+        self.kept = 0
 
 
 class DumpParseError(ValueError):
@@ -40,8 +69,10 @@ def _status(active: bool, gil: bool) -> str:
 
 # -- text ------------------------------------------------------------------------------------------
 
-def _parse_text(text: str, source: str) -> tuple[list[ProcessDump], list[str]]:
-    dumps, problems = stacktext.read(text, source)
+def _parse_text(text: str, source: str, cache: StackCache | None = None
+                ) -> tuple[list[ProcessDump], list[str]]:
+    dumps, problems = stacktext.read(text, source,
+                                     frames=cache.lines if cache is not None else None)
     if not dumps:
         raise DumpParseError(stacktext.no_dump_reason(text, source))
     return dumps, problems
@@ -58,7 +89,7 @@ def parse_text(text: str, source: str = "") -> list[ProcessDump]:
 def _json_values(text: str, source: str, problems: list[str]) -> list:
     """Top-level JSON values one after another (a shell loop over ``py-spy dump --json``). A
     value cut short is salvaged thread by thread."""
-    dec = json.JSONDecoder()
+    dec = _DECODER
     values: list = []
     pos, n = 0, len(text)
     while True:
@@ -98,23 +129,69 @@ def _salvage(text: str, pos: int, dec: json.JSONDecoder) -> list:
         items.append(item)
 
 
-def _json_frame(raw: object) -> Frame | None:
-    if not isinstance(raw, dict):
-        return None
-    name = raw.get("name")
-    short, full = raw.get("short_filename"), raw.get("filename")
+def _int(value: object) -> int | None:
+    """A JSON integer as ``_DECODER`` gives it (bytes) or as ``json`` does (int); else None."""
+    if value.__class__ is bytes:
+        return int(value)
+    return value if isinstance(value, int) else None
+
+
+def _frame_of(name: object, short: object, full: object, line: object,
+              module: object) -> Frame | None:
     filename = short if isinstance(short, str) and short else full
     if not isinstance(name, str) or not isinstance(filename, str):
         return None
-    line = raw.get("line")
-    line = line if isinstance(line, int) and not isinstance(line, bool) and line > 0 else 0
-    module = raw.get("module") if isinstance(raw.get("module"), str) else ""
+    line = _int(line) if not isinstance(line, bool) else None
+    line = line if line is not None and line > 0 else 0
+    module = module if isinstance(module, str) else ""
     return Frame(_intern(name), _intern(filename), line, _intern(module),
                  native=is_native(filename))
 
 
-def _json_threads(values: Iterable, source: str, pid: int | None,
-                  problems: list[str]) -> list[ProcessDump]:
+def _json_frame(raw: object) -> Frame | None:
+    if not isinstance(raw, dict):
+        return None
+    return _frame_of(raw.get("name"), raw.get("short_filename"), raw.get("filename"),
+                     raw.get("line"), raw.get("module"))
+
+
+def _json_stack(raw_frames: list, cache: StackCache | None) -> tuple[Frame, ...]:
+    """One thread's frames, bounded; with a cache, converted once per distinct stack."""
+    key = None
+    if cache is not None and len(raw_frames) <= MAX_KEYED_DEPTH:
+        try:
+            key = tuple(map(_RAW_FRAME, raw_frames))  # one C-level pass, no call per frame
+            hit = cache.stacks.get(key)
+        except (KeyError, TypeError):  # a frame that is no py-spy frame, or odd values
+            key = hit = None
+        if hit is not None:
+            return hit
+    sink = FrameSink()
+    if key is None:
+        for raw in raw_frames:
+            frame = _json_frame(raw)
+            if frame is not None:
+                sink.add(frame)
+        return sink.frames()
+    known = cache.frames
+    keep = cache.kept + len(key) <= MAX_CACHED_FRAMES
+    for fkey in key:
+        frame = known.get(fkey, _MISS)
+        if frame is _MISS:
+            frame = _frame_of(*fkey)
+            if keep:
+                known[fkey] = frame
+        if frame is not None:
+            sink.add(frame)
+    frames = sink.frames()
+    if keep:
+        cache.stacks[key] = frames
+        cache.kept += len(key)
+    return frames
+
+
+def _json_threads(values: Iterable, source: str, pid: int | None, problems: list[str],
+                  cache: StackCache | None, rank: int | None = None) -> list[ProcessDump]:
     by_pid: dict[int, list[ThreadStack]] = {}
     bad = 0
     for value in values:
@@ -124,44 +201,55 @@ def _json_threads(values: Iterable, source: str, pid: int | None,
         if not value and pid is not None:
             by_pid.setdefault(pid, [])
         for t in value:
-            if not isinstance(t, dict) or not isinstance(t.get("frames"), list):
+            try:
+                tpid, os_tid, tid, name, active, gil, raw_frames = _RAW_THREAD(t)
+            except (KeyError, TypeError):  # a key missing: each one looked up, or no object
+                if not isinstance(t, dict):
+                    bad += 1
+                    continue
+                tpid, os_tid, tid, name, active, gil, raw_frames = map(t.get, _THREAD_KEYS)
+            if not isinstance(raw_frames, list):
                 bad += 1
                 continue
-            tpid = t.get("pid") if isinstance(t.get("pid"), int) else pid
-            tid = t.get("os_thread_id")
-            if not isinstance(tid, int):
-                tid = t.get("thread_id") if isinstance(t.get("thread_id"), int) else 0
-            name = t.get("thread_name") if isinstance(t.get("thread_name"), str) else ""
-            sink = FrameSink()
-            for raw in t["frames"]:
-                frame = _json_frame(raw)
-                if frame is not None:
-                    sink.add(frame)
+            tpid = _int(tpid)
+            tpid = tpid if tpid is not None else pid
+            os_tid = _int(os_tid)
+            if os_tid is None:
+                tid = _int(tid)
+                os_tid = tid if tid is not None else 0
+            name = name if isinstance(name, str) else ""
             threads = by_pid.setdefault(tpid if tpid is not None else 0, [])
             if len(threads) < MAX_THREADS:
-                threads.append(ThreadStack(tid, name, _status(t.get("active") is True,
-                                                              t.get("owns_gil") is True),
-                                           sink.frames()))
+                threads.append(ThreadStack(os_tid, name, _status(active is True, gil is True),
+                                           _json_stack(raw_frames, cache)))
     if bad:
         problems.append(f"{source}: {bad} JSON entr{'y was' if bad == 1 else 'ies were'} not "
                         f"a py-spy thread and skipped")
     if not by_pid:
         raise DumpParseError(f"{source}: a py-spy --json dump with no threads in it")
+    if len(by_pid) > 1:
+        rank = None  # the rank of a file (its name's) is no rank of several processes
     out = []
     for p, threads in by_pid.items():
         status, msg = ("ok", "") if threads else (ERROR, "the dump holds no threads")
-        out.append(ProcessDump(pid=p, threads=tuple(threads), source=source, status=status,
-                               message=msg))
+        out.append(ProcessDump(pid=p, rank=rank, threads=tuple(threads), source=source,
+                               status=status, message=msg))
     return out
 
 
-def _parse_json(data: str | list, source: str, pid: int | None
+def _parse_json(data: str | list, source: str, pid: int | None,
+                cache: StackCache | None = None, rank: int | None = None
                 ) -> tuple[list[ProcessDump], list[str]]:
     problems: list[str] = []
-    values = _json_values(data, source, problems) if isinstance(data, str) else [data]
+    if isinstance(data, str):
+        values = _json_values(data, source, problems)
+        cache = cache if cache is not None else StackCache()
+    else:
+        # decoded elsewhere: its integers are ints, so its raw values are no exact cache key
+        values, cache = [data], None
     if not values:
         raise DumpParseError(f"{source}: empty file, no py-spy dump in it")
-    return _json_threads(values, source, pid, problems), problems
+    return _json_threads(values, source, pid, problems, cache, rank), problems
 
 
 def parse_json(data: str | list, source: str = "", pid: int | None = None) -> list[ProcessDump]:
@@ -172,19 +260,23 @@ def parse_json(data: str | list, source: str = "", pid: int | None = None) -> li
 
 # -- any -------------------------------------------------------------------------------------------
 
-def parse_any(text: str, source: str = "") -> tuple[list[ProcessDump], list[str]]:
-    """Sniff JSON or text and parse; never raises. Garbage gives ``([], [reason])``."""
+def parse_any(text: str, source: str = "", cache: StackCache | None = None,
+              rank: int | None = None) -> tuple[list[ProcessDump], list[str]]:
+    """Sniff JSON or text and parse; never raises. Garbage gives ``([], [reason])``.
+    ``cache``: shared by the files of one folder (equal stacks converted once). ``rank``: the
+    file name's, given to a py-spy ``--json`` dump of one process (text dumps name their own;
+    ``read_folder_entries`` gives them the name's where they do not)."""
     try:
         if _json_start.match(text):
             try:
-                return _parse_json(text, source, None)
+                return _parse_json(text, source, None, cache, rank)
             except DumpParseError as exc:
                 # "[rank0]: Thread ..." or "[2025-...] Pyspy dump" also start with a bracket
                 try:
-                    return _parse_text(text, source)
+                    return _parse_text(text, source, cache)
                 except DumpParseError:
                     raise exc from None
-        return _parse_text(text, source)
+        return _parse_text(text, source, cache)
     except DumpParseError as exc:
         return [], [str(exc)]
     except (RecursionError, ValueError, TypeError) as exc:  # deeply nested or odd JSON
@@ -194,23 +286,30 @@ def parse_any(text: str, source: str = "") -> tuple[list[ProcessDump], list[str]
 def rank_from_filename(name: str) -> int | None:
     """The rank in a dump's file name: rank3.txt, rank_3.json, dump-rank-3.txt, RANK03 -> 3.
     ``rank`` must not be the tail of a longer word (``frank3``, ``crank2``)."""
-    base = re.split(r"[/\\]", name)[-1].lower()
+    base = name.replace("\\", "/").rpartition("/")[2].lower()
     m = _RANK.search(base)
     return int(m.group(1)) if m else None
 
 
-def read_folder_entries(files: list[tuple[str, str]]) -> tuple[list[ProcessDump], list[str]]:
+def read_folder_entries(files: Iterable[tuple[str, str]]
+                        ) -> tuple[list[ProcessDump], list[str]]:
     """Parse (file name, content) pairs from one folder into dumps ordered by rank, then pid
-    (dumps with no rank last). Never raises; every oddity becomes a problem sentence."""
+    (dumps with no rank last). Never raises; every oddity becomes a problem sentence.
+
+    ``files`` is read one pair at a time: a generator that reads each file as it is asked for
+    keeps one file in memory, not the folder."""
     dumps: list[ProcessDump] = []
     problems: list[str] = []
+    cache = StackCache()
+    nfiles = 0
     for name, content in files:
+        nfiles += 1
+        rank = rank_from_filename(name)
         try:
-            found, probs = parse_any(content, name)
+            found, probs = parse_any(content, name, cache, rank)
         except Exception as exc:  # noqa: BLE001 - a parser bug must not lose the other ranks
             found, probs = [], [f"{name}: could not be parsed ({type(exc).__name__}: {exc})"]
         problems.extend(probs[:MAX_PROBLEMS_PER_SOURCE])
-        rank = rank_from_filename(name)
         if rank is not None and len(found) > 1 and any(d.rank is None for d in found):
             problems.append(f"{name}: holds {len(found)} dumps, so the rank in its name is "
                             f"not used")
@@ -221,7 +320,7 @@ def read_folder_entries(files: list[tuple[str, str]]) -> tuple[list[ProcessDump]
                 problems.append(f"{name}: pid {d.pid}: {d.message}")
             dumps.append(d)
     dumps.sort(key=lambda d: (d.rank is None, d.rank if d.rank is not None else 0, d.pid))
-    problems.extend(_folder_checks(dumps, len(files)))
+    problems.extend(_folder_checks(dumps, nfiles))
     return dumps, problems
 
 

@@ -53,7 +53,7 @@ _FH_FRAME = re.compile(r'File "(.*)", line (\d{1,9}) in (.*)$')
 
 _intern = sys.intern
 _MISS = object()
-_FRAME_CACHE = 1 << 16  # distinct frame lines remembered per text
+_FRAME_CACHE = 1 << 16  # distinct frame lines remembered per text (or folder)
 
 
 def _status(raw: str) -> str:
@@ -157,7 +157,7 @@ class _Channel:
 
 
 class _Reader:
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, frames: dict[str, Frame | None] | None = None) -> None:
         self.source = source
         self.dumps: list[tuple[int, int, _Dump]] = []
         self.problems: list[str] = []
@@ -165,7 +165,8 @@ class _Reader:
         self.channels: dict[tuple, _Channel] = {}
         self.bare: _Channel | None = None  # the channel of lines that carry no prefix
         self.recent_rank: tuple[int, int] | None = None  # (rank, line) of a prefixed log line
-        self.frames: dict[str, Frame | None] = {}
+        # frame line -> frame; shared by a folder's files (``pyspy.StackCache``)
+        self.frames: dict[str, Frame | None] = frames if frames is not None else {}
 
     # -- dumps ---------------------------------------------------------------------------------
 
@@ -500,9 +501,13 @@ def _looks_python(frame: tuple[str, str, int]) -> bool:
     return frame[1].endswith((".py", ".pyx")) and frame[2] > 0 and " " not in frame[0]
 
 
-def read(text: str, source: str = "") -> tuple[list[ProcessDump], list[str]]:
-    """Every dump in ``text`` (file order of their first line) and the problems met."""
-    reader = _Reader(source)
+def read(text: str, source: str = "", frames: dict[str, Frame | None] | None = None
+         ) -> tuple[list[ProcessDump], list[str]]:
+    """Every dump in ``text`` (file order of their first line) and the problems met.
+    ``frames``: the frame lines already read (by other files of one folder), shared while it
+    has room; a text met once it is full keeps its own, as a text read alone does."""
+    reader = _Reader(source, frames if frames is not None and len(frames) < _FRAME_CACHE
+                     else None)
     lines = text.splitlines()
     if len(lines) > MAX_LINES:
         reader.problems.append(f"{source}: only the first {MAX_LINES} lines were read")

@@ -63,3 +63,60 @@ def test_the_folder_becomes_one_saved_round_of_the_stacks_source():
     reading = folder_reading("stall", dumps, clock=lambda: 50.0)
     assert reading.source == "stacks" and reading.timestamp == 50.0
     assert reading.payload.trigger == "saved" and len(reading.payload.dumps) == 3
+
+
+# -- one file at a time, through the folder's descriptor -------------------------------------------
+
+def test_each_file_is_read_parsed_and_folded_before_the_next_is_read(tmp_path, monkeypatch):
+    from rltui.parsing import pyspy
+    from rltui.sources import dumpfolder
+    for r in range(3):
+        shutil.copy(STACKS / "stall" / "rank1.json", tmp_path / f"rank{r}.json")
+    events = []
+    read, parse = dumpfolder._Plain.read, pyspy.parse_any
+
+    def reading(self, name, limit):
+        events.append(("read", name))
+        return read(self, name, limit)
+
+    def parsing(text, source="", *args):
+        events.append(("parse", source))
+        return parse(text, source, *args)
+
+    monkeypatch.setattr(dumpfolder._Plain, "read", reading)
+    monkeypatch.setattr(pyspy, "parse_any", parsing)
+    dumps, _ = read_dump_folder(str(tmp_path), rank_of_pid=no_live)
+    assert [d.rank for d in dumps] == [0, 1, 2]
+    assert events == [(kind, f"rank{r}.json") for r in range(3) for kind in ("read", "parse")]
+
+
+def test_links_fifos_and_folders_inside_go_through_the_safe_opener(tmp_path):
+    import os
+    shutil.copy(STACKS / "stall" / "rank0.txt", tmp_path / "rank0.txt")
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-target"
+    elsewhere.mkdir()
+    shutil.copy(STACKS / "stall" / "rank1.json", elsewhere / "target.json")
+    (tmp_path / "rank1.json").symlink_to(elsewhere / "target.json")  # ours: followed
+    os.mkfifo(tmp_path / "rank2.txt")
+    (tmp_path / "sub").mkdir()
+    dumps, problems = read_dump_folder(str(tmp_path), rank_of_pid=no_live)
+    assert [d.rank for d in dumps] == [0, 1]
+    assert problems == ["rank2.txt: unreadable: not a regular file (a FIFO)"]
+
+
+def test_a_folder_reached_through_a_link_reads_the_same(tmp_path):
+    (tmp_path / "link").symlink_to(STACKS / "stall")
+    via_link, problems = read_dump_folder(str(tmp_path / "link"), rank_of_pid=no_live)
+    direct, _ = read_dump_folder(str(STACKS / "stall"), rank_of_pid=no_live)
+    assert via_link == direct and problems == []
+
+
+def test_a_folder_under_proc_is_left_to_the_safe_opener(tmp_path):
+    from rltui.sources.dumpfolder import _Plain
+    assert _Plain(Path("/proc/self")).fd == -1
+    plain = _Plain(tmp_path)
+    try:
+        assert plain.fd >= 0
+        assert plain.read("missing.txt", 10) is None  # safeopen says why
+    finally:
+        plain.close()

@@ -387,3 +387,82 @@ def test_very_deep_json_stack_is_bounded():
     (d,) = parse_json(json.dumps(data))
     frames = d.threads[0].frames
     assert len(frames) == KEEP_INNER + 1 + KEEP_OUTER and frames[KEEP_INNER].name == ELIDED
+
+
+# -- a folder's files share one conversion of each distinct stack ----------------------------------
+
+def _thread(pid: int, frames: list[dict]) -> str:
+    return json.dumps([{"pid": pid, "thread_id": pid, "os_thread_id": pid,
+                        "thread_name": "MainThread", "active": False, "owns_gil": False,
+                        "frames": frames}])
+
+
+def _raw(name: str, line, filename: str = "train.py", **more) -> dict:
+    return {"name": name, "filename": "/x/" + filename, "short_filename": filename,
+            "line": line, "module": None, "locals": None, **more}
+
+
+def test_ranks_with_one_stack_share_one_frames_tuple():
+    stack = [_raw("all_reduce", 2501, "torch/distributed/distributed_c10d.py"),
+             _raw("main", 3)]
+    dumps, problems = read_folder_entries([(f"rank{r}.json", _thread(100 + r, stack))
+                                           for r in range(4)])
+    assert problems == [] and [d.rank for d in dumps] == [0, 1, 2, 3]
+    tuples = [d.threads[0].frames for d in dumps]
+    assert all(t is tuples[0] for t in tuples)
+    assert [(f.name, f.filename, f.line) for f in tuples[0]] == [
+        ("all_reduce", "torch/distributed/distributed_c10d.py", 2501), ("main", "train.py", 3)]
+
+
+@pytest.mark.parametrize("odd, line", [(True, 1), (3.0, 3), ("3", 3), (-3, 3), (None, 3),
+                                       ([3], 3)])
+def test_an_odd_line_is_no_line_even_where_an_equal_value_was_seen(odd, line):
+    # true == 1 and 3.0 == 3 in Python: the shared conversion must not take one for the other
+    files = [("rank0.json", _thread(100, [_raw("main", line), _raw("go", line)])),
+             ("rank1.json", _thread(101, [_raw("main", odd), _raw("go", odd)]))]
+    dumps, _ = read_folder_entries(files)
+    assert [f.line for f in dumps[0].threads[0].frames] == [line, line]
+    alone = parse_json(files[1][1])[0].threads[0].frames
+    assert [f.line for f in dumps[1].threads[0].frames] == [f.line for f in alone] == [0, 0]
+
+
+def test_frames_with_missing_keys_or_odd_values_read_as_they_do_alone():
+    odd = [[{"name": "f", "filename": "a.py", "line": 1}],  # no short_filename, no module
+           [{"name": "f", "filename": "a.py", "line": 1, "short_filename": None,
+             "module": ["not", "hashable"]}],
+           [{"name": 5, "filename": "a.py", "line": 1}, "not a frame", _raw("main", 2)],
+           [_raw("f", 1, locals={"x": [1]})]]
+    files = [(f"rank{r}.json", _thread(100 + r, frames)) for r, frames in enumerate(odd * 2)]
+    shared, _ = read_folder_entries(files)
+    alone = [d for name, text in files for d in parse_any(text, name)[0]]
+    assert [d.threads for d in shared] == [d.threads for d in alone]
+    assert [[f.name for f in d.threads[0].frames] for d in shared[:4]] == [
+        ["f"], ["f"], ["main"], ["f"]]
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS) + ["options", "mixed-python", "loop"])
+def test_a_folder_reads_as_its_files_do_one_by_one(scenario):
+    entries = folder(scenario)
+    together, _ = read_folder_entries(entries)
+    apart = sorted((d for e in entries for d in read_folder_entries([e])[0]),
+                   key=lambda d: (d.rank is None, d.rank or 0, d.pid))
+    assert together == apart
+
+
+def test_decoded_json_still_reads():
+    data = json.loads(_thread(7, [_raw("main", 3)]))
+    [dump] = parse_json(data)
+    assert dump.pid == 7 and dump.threads[0].thread_id == 7
+    assert dump.threads[0].frames[0].line == 3
+
+
+@pytest.mark.parametrize("depth", [KEEP_INNER + KEEP_OUTER + 1, 5000])
+def test_deep_stacks_in_a_folder_are_bounded_as_alone(depth):
+    stack = [_raw(f"f{i}", i + 1) for i in range(depth)]
+    files = [(f"rank{r}.json", _thread(100 + r, stack)) for r in range(2)]
+    dumps, _ = read_folder_entries(files)
+    alone = parse_json(files[0][1])[0].threads[0].frames
+    for d in dumps:
+        frames = d.threads[0].frames
+        assert frames == alone and len(frames) == KEEP_INNER + KEEP_OUTER + 1
+        assert frames[KEEP_INNER].name == ELIDED
