@@ -27,6 +27,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -133,6 +134,11 @@ def main() -> None:
         time.sleep(args.seconds)
         c1 = {name: proc.cpu_times() for name, proc in procs.items()}
         w1 = time.monotonic()
+        # What rltui watched: default discovery also finds any other job on the machine (a
+        # test's demo job), which a measurement of this job alone must not include.
+        screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", sessions["rltui"]],
+                                capture_output=True, text=True, check=False).stdout
+        seen = re.search(r"Ranks \((\d+) running", screen)
         for name, proc in procs.items():
             own = sum(c1[name][:2]) - sum(c0[name][:2])
             kids = sum(c1[name][2:4]) - sum(c0[name][2:4])
@@ -158,6 +164,7 @@ def main() -> None:
                                                "children_cpu_percent", "rss_mib")},
                       "tools": results, "skipped": skipped,
                       "seconds": round(w1 - w0, 1), "ranks": 0 if args.no_job else args.ranks,
+                      "ranks_on_screen": int(seen.group(1)) if seen else None,
                       "rounds": args.rounds, "scenario": args.scenario,
                       "terminal": f"{args.width}x{args.height}",
                       "monitor": "rltui demo" if args.demo_app else "live, 8 fake NVML GPUs"}))

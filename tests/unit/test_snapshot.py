@@ -251,7 +251,7 @@ def test_history_is_bounded_by_bytes_beyond_its_minimum():
     for t in range(50):
         h.append(replace(big, timestamp=float(t)))
     assert len(h) == 10 and h.bytes == 10 * size  # count allows 100; bytes allow 10
-    assert [s.timestamp for s in h][0] == 40.0
+    assert next(iter(h)).timestamp == 40.0
     tight = History(maxlen=100, max_bytes=size, min_keep=4)  # the minimum wins over bytes
     for t in range(10):
         tight.append(replace(big, timestamp=float(t)))
