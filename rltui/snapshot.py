@@ -178,18 +178,61 @@ class Tracker:
         )
 
 
+# History is bounded by bytes as well as by count: at the default 600 snapshots an 8-rank,
+# 8-GPU node's history alone grew the monitor by tens of MiB (each job keeps one too), and a
+# 512-rank node's would reach hundreds. The checks read at most a few minutes back
+# (stall floor 60 s, sustained GPU idle 30 s), so at least HISTORY_MIN_KEEP snapshots stay.
+DEFAULT_HISTORY_BYTES = 4 * 2**20
+HISTORY_MIN_KEEP = 120
+
+# Rough resident bytes of the objects a snapshot holds of its own (new each poll): a GPU
+# sample, a process (its command line is shared from the source's cache), a log file's state
+# (its step records are shared, the tuples are not), a source state; measured with a deep
+# sys.getsizeof walk of typical values.
+_SNAP_BYTES, _GPU_BYTES, _PROC_BYTES, _LOG_BYTES, _REF_BYTES, _SOURCE_BYTES = (
+    600, 420, 560, 460, 8, 200)
+
+
+def approx_bytes(snap: NodeSnapshot) -> int:
+    """An estimate of a snapshot's own size, cheap enough to take at every append."""
+    return (_SNAP_BYTES + _GPU_BYTES * len(snap.gpus)
+            + _PROC_BYTES * (len(snap.procs) + len(snap.departed))
+            + sum(_LOG_BYTES + _REF_BYTES * (len(f.recent_steps) + len(f.events))
+                  for f in snap.logs)
+            + _SOURCE_BYTES * len(snap.sources) + _REF_BYTES * len(snap.stacks))
+
+
 @dataclass
 class History:
-    """Bounded history of snapshots, oldest first."""
+    """Bounded history of snapshots, oldest first: at most ``maxlen`` of them and, beyond
+    ``min_keep``, at most about ``max_bytes`` (approx_bytes)."""
 
     maxlen: int = DEFAULT_HISTORY
     _items: deque[NodeSnapshot] = field(default_factory=deque)
+    max_bytes: int = DEFAULT_HISTORY_BYTES
+    min_keep: int = HISTORY_MIN_KEEP
 
     def __post_init__(self) -> None:
         self._items = deque(self._items, maxlen=self.maxlen)
+        self._sizes: deque[int] = deque((approx_bytes(s) for s in self._items),
+                                        maxlen=self.maxlen)
+        self._bytes = sum(self._sizes)
 
     def append(self, snap: NodeSnapshot) -> None:
+        if len(self._items) == self.maxlen:
+            self._bytes -= self._sizes[0]  # the deque drops it
+        size = approx_bytes(snap)
         self._items.append(snap)
+        self._sizes.append(size)
+        self._bytes += size
+        while self._bytes > self.max_bytes and len(self._items) > self.min_keep:
+            self._items.popleft()
+            self._bytes -= self._sizes.popleft()
+
+    @property
+    def bytes(self) -> int:
+        """The estimated size of what is kept."""
+        return self._bytes
 
     def __iter__(self):
         return iter(self._items)

@@ -213,12 +213,13 @@ def live_bundle(settings, match: str | None = None, pids: Sequence[int] = (),
                 logs: Sequence[str] = (), flight_recorder: Sequence[str] = (),
                 torch_debug: Sequence[str] = ()) -> Bundle:
     from rltui.sources.nvml import NvmlSource
-    from rltui.sources.procs import ProcSource
+    from rltui.sources.procs import FULL_SCAN_S, ProcSource
 
     nvml = NvmlSource()
     from rltui.sources.deadlogs import DeadLogFinder
     procs = RememberProcs(ProcSource(match=match, pids=tuple(pids), gpu_map=nvml.gpu_pid_map,
-                                     include_children=bool(pids)), DeadLogFinder())
+                                     include_children=bool(pids), full_scan_s=FULL_SCAN_S),
+                          DeadLogFinder())
     job = f"--match {match}" if match else (f"--pid {' '.join(map(str, pids))}" if pids
                                              else "ranks found by environment")
     stacks, stack_spec = stack_specs(settings, procs)

@@ -33,6 +33,10 @@ from rltui.sources.base import reading
 
 RECHECK_S = 5.0
 FD_RECHECK_S = 10.0
+# The live monitor lists every process on the node this often (new jobs, processes that became
+# ranks, re-parented ones); between those scans it follows the job's own processes and the new
+# children of their main threads. 0: every poll is a full scan.
+FULL_SCAN_S = 5.0
 
 DEFAULT_LOOKED_FOR = ("Python processes with RANK or LOCAL_RANK in their environment, "
                       "torchrun, deepspeed and accelerate launchers and ray:: workers")
@@ -163,7 +167,9 @@ class ProcSource:
                  pids: Sequence[int] | Callable[[], Sequence[int]] = (),
                  gpu_map: Callable[[], dict[int, int]] | None = None,
                  include_children: bool = False, clock: Callable[[], float] = time.time, *,
-                 recheck_s: float = RECHECK_S, fd_recheck_s: float = FD_RECHECK_S) -> None:
+                 recheck_s: float = RECHECK_S, fd_recheck_s: float = FD_RECHECK_S,
+                 full_scan_s: float = 0.0,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self._pattern = match
         self._match = re.compile(match) if match else None
         self._pids = pids
@@ -173,6 +179,10 @@ class ProcSource:
         self._clock = clock
         self._recheck_s = recheck_s
         self._fd_recheck_s = fd_recheck_s
+        self._full_scan_s = full_scan_s
+        self._monotonic = monotonic
+        self._next_full = float("-inf")
+        self._denied = 0  # Python processes the last full scan could not inspect
         self._entries: dict[int, _Entry] = {}
         # Descendants once selected, followed for as long as they live: when the launcher given
         # to --pid exits, its children are re-parented (to init or a subreaper) and are no
@@ -188,7 +198,10 @@ class ProcSource:
             return reading(self.name, status, payload, message, remedy, clock=lambda: stamp)
 
         stamp = self._clock()
-        mono = time.monotonic()
+        mono = self._monotonic()
+        full = mono >= self._next_full
+        if full:
+            self._next_full = mono + self._full_scan_s
         try:
             wanted = self._wanted_pids() if self._pid_mode else None
         except Exception as exc:  # noqa: BLE001 - a caller's PID list; its failure is a state
@@ -196,9 +209,9 @@ class ProcSource:
                        remedy="The job that supplies the PIDs may have stopped; restart it.")
         try:
             if wanted is not None:
-                found, denied, how = self._by_pid(wanted, mono), 0, self._pid_how(wanted)
+                found, denied, how = self._by_pid(wanted, mono, full), 0, self._pid_how(wanted)
             else:
-                found, denied = self._scan(mono)
+                found, denied = self._scan(mono) if full else self._follow(mono)
                 how = f"--match {self._pattern}" if self._match else DEFAULT_HOW
         except (OSError, psutil.Error) as exc:
             return out(ERROR, message=f"cannot list processes: {exc}",
@@ -249,10 +262,23 @@ class ProcSource:
             del self._entries[pid]
         entries = [self._entry(pid, mono, force_job=False) for pid in live
                    if pid not in self._excluded]
-        return ([e for e in entries if e is not None and e.static is not None],
-                sum(e.denied for e in entries if e is not None))
+        self._denied = sum(e.denied for e in entries if e is not None)
+        return [e for e in entries if e is not None and e.static is not None], self._denied
 
-    def _by_pid(self, wanted: list[int], mono: float) -> list[_Entry]:
+    def _follow(self, mono: float) -> tuple[list[_Entry], int]:
+        """Between full scans: the job's processes as last seen, and the children their main
+        threads started since (a rank's DataLoader workers, a launcher's new ranks), without
+        listing the node. Anything else new waits for the next full scan."""
+        job = [pid for pid, e in self._entries.items() if e.static is not None]
+        pids = dict.fromkeys(job)
+        for pid in job:
+            for kid in _main_thread_children(pid):
+                if kid not in self._entries and kid not in self._excluded:
+                    pids.setdefault(kid)
+        entries = [self._entry(pid, mono, force_job=False) for pid in pids]
+        return [e for e in entries if e is not None and e.static is not None], self._denied
+
+    def _by_pid(self, wanted: list[int], mono: float, full: bool = True) -> list[_Entry]:
         pids = dict.fromkeys(p for p in wanted if p not in self._excluded)
         if self._children:
             # psutil.Process.is_running compares the start time too: a followed PID reused by
@@ -260,16 +286,30 @@ class ProcSource:
             self._followed = {p: proc for p, proc in self._followed.items()
                               if p not in pids and _running(proc)}
             pids.update(dict.fromkeys(self._followed))
-            for pid in list(pids):
-                try:
-                    kids = (self._followed.get(pid) or psutil.Process(pid)).children(
-                        recursive=True)
-                except psutil.Error:
-                    continue
-                for kid in kids:
-                    if kid.pid not in self._excluded and kid.pid not in wanted:
-                        pids.setdefault(kid.pid)
-                        self._followed.setdefault(kid.pid, kid)
+            if full:  # psutil's children() reads every /proc/*/stat: only now and then
+                for pid in list(pids):
+                    try:
+                        kids = (self._followed.get(pid) or psutil.Process(pid)).children(
+                            recursive=True)
+                    except psutil.Error:
+                        continue
+                    for kid in kids:
+                        if kid.pid not in self._excluded and kid.pid not in wanted:
+                            pids.setdefault(kid.pid)
+                            self._followed.setdefault(kid.pid, kid)
+            else:  # the new children of the main threads of the processes already followed
+                todo = list(pids)
+                while todo:
+                    for kid in _main_thread_children(todo.pop()):
+                        if kid in pids or kid in self._excluded or kid in wanted:
+                            continue
+                        try:
+                            proc = psutil.Process(kid)
+                        except psutil.Error:
+                            continue
+                        pids.setdefault(kid)
+                        self._followed.setdefault(kid, proc)
+                        todo.append(kid)
         for pid in [p for p in self._entries if p not in pids]:
             del self._entries[pid]
         return [e for e in (self._entry(pid, mono, force_job=True) for pid in pids) if e]
@@ -417,6 +457,18 @@ def _classify_default(entry: _Entry, cmdline: tuple[str, ...], name: Callable[[]
             entry.denied = True
         elif "RANK" in env or "LOCAL_RANK" in env:
             entry.static = _static(entry.proc, cmdline, name(), env=env)
+
+
+def _main_thread_children(pid: int) -> list[int]:
+    """The children of ``pid``'s main thread, from /proc/PID/task/PID/children (one read;
+    children forked by other threads are found by the next full scan). Empty when the kernel
+    lacks the file or the process is gone."""
+    try:
+        with open(os.path.join(psutil.PROCFS_PATH, str(pid), "task", str(pid), "children"),
+                  "rb") as fh:
+            return [int(p) for p in fh.read().split()]
+    except (OSError, ValueError):
+        return []
 
 
 def _running(proc: psutil.Process) -> bool:

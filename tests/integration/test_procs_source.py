@@ -41,6 +41,15 @@ PARENT = (
     "os.write(fd, f'{kid.pid}\\n'.encode())\nos.close(fd)\nsys.stdin.read()\n"
     "kid.kill()\nkid.wait()\n"
 )
+# Says ready, then on a line from stdin starts a child (rank 1) and reports the child's pid.
+LATER = (
+    "import os, subprocess, sys\nfd = int(sys.argv[1])\nos.write(fd, b'ready\\n')\n"
+    "sys.stdin.readline()\n"
+    "kid = subprocess.Popen([sys.executable, '-c', 'import sys; sys.stdin.read()'],"
+    " stdin=subprocess.PIPE, env=dict(os.environ, RANK='1', LOCAL_RANK='1'))\n"
+    "os.write(fd, f'{kid.pid}\\n'.encode())\nos.close(fd)\nsys.stdin.read()\n"
+    "kid.kill()\nkid.wait()\n"
+)
 
 
 def rank_env(rank: int | None = None, local_rank: int | None = None, **extra: str) -> dict:
@@ -298,6 +307,30 @@ def test_pid_list_with_and_without_children(spawn):
     assert {p.pid for p in family.payload.procs} == {parent.pid, kid}
     assert family.payload.how == f"--pid {parent.pid} and children"
     assert by_pid(family, kid).ppid == parent.pid
+
+
+def test_between_full_scans_the_job_and_its_new_children_are_followed(spawn):
+    """The live monitor lists the node only every full_scan_s; in between it follows the job's
+    processes and finds their new children from the parent, while a new process elsewhere waits
+    for the next full scan."""
+    now = [0.0]
+    source = ProcSource(full_scan_s=60.0, monotonic=lambda: now[0])
+    parent = spawn(rank_env(0, 0), code=LATER)
+    named = ProcSource(pids=[parent.pid], include_children=True, full_scan_s=60.0,
+                       monotonic=lambda: now[0])
+    assert by_pid(source.poll(), parent.pid) is not None  # the first poll is a full scan
+    assert [p.pid for p in named.poll().payload.procs] == [parent.pid]
+    stranger = spawn(rank_env(1, 1))  # a new rank that is no child of the job's processes
+    parent.stdin.write(b"go\n")
+    parent.stdin.flush()
+    kid = int(parent.ready.line())
+    spawn.spawner.extra.append(psutil.Process(kid))
+    now[0] = 1.0
+    followed = {p.pid for p in source.poll().payload.procs}
+    assert {parent.pid, kid} <= followed and stranger.pid not in followed
+    assert {p.pid for p in named.poll().payload.procs} == {parent.pid, kid}
+    now[0] = 61.0
+    assert stranger.pid in {p.pid for p in source.poll().payload.procs}
 
 
 def test_own_pid_is_never_listed():

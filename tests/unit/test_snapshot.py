@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from rltui import model
@@ -239,6 +241,25 @@ def test_history_is_bounded_and_oldest_first():
     assert [s.timestamp for s in h] == [2.0, 3.0, 4.0]
     assert [s.timestamp for s in h.items] == [2.0, 3.0, 4.0]
     assert isinstance(h.items, tuple)
+
+
+def test_history_is_bounded_by_bytes_beyond_its_minimum():
+    from rltui.snapshot import approx_bytes
+    big = NodeSnapshot(timestamp=0.0, gpus=tuple(GpuSample(index=i, name="H100", uuid=f"GPU-{i}") for i in range(8)))
+    size = approx_bytes(big)
+    h = History(maxlen=100, max_bytes=10 * size, min_keep=4)
+    for t in range(50):
+        h.append(replace(big, timestamp=float(t)))
+    assert len(h) == 10 and h.bytes == 10 * size  # count allows 100; bytes allow 10
+    assert next(iter(h)).timestamp == 40.0
+    tight = History(maxlen=100, max_bytes=size, min_keep=4)  # the minimum wins over bytes
+    for t in range(10):
+        tight.append(replace(big, timestamp=float(t)))
+    assert [s.timestamp for s in tight] == [6.0, 7.0, 8.0, 9.0]
+    counted = History(maxlen=3, max_bytes=10 * size, min_keep=1)  # and count over bytes
+    for t in range(5):
+        counted.append(replace(big, timestamp=float(t)))
+    assert len(counted) == 3 and counted.bytes == 3 * size
 
 
 def test_history_since_is_inclusive():

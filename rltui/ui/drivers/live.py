@@ -25,6 +25,11 @@ if TYPE_CHECKING:
 POLL_GROUP = "poll"
 STACKS_ON_DEMAND = "stacks on demand"  # worker name of a `d` dump (beside the periodic one)
 MIN_INTERVAL = 0.05  # s; a zero interval in a config must not spin the event loop
+# While every log with steps has logged one since the last stack round and nothing is wrong,
+# a periodic round would find the training loop again: it waits until this many intervals
+# have passed. Steps going quiet, any symptom, a suspected hang (its confirming round) and `d`
+# bring rounds back at once.
+STEPPING_ROUND_EVERY = 3
 
 
 class LiveDriver(Driver):
@@ -39,6 +44,8 @@ class LiveDriver(Driver):
         self._refreshing: set[str] = set()
         self._confirming: object = None  # the stack round a confirming round was asked after
         self.confirm_rounds = 0  # confirming rounds asked for (a suspected hang each)
+        self._round_at: float | None = None  # clock time the last stack round started
+        self.rounds_waited = 0  # periodic rounds left out while the job stepped on
 
     def intervals(self) -> dict[str, float]:
         return self.bundle.intervals()
@@ -51,14 +58,35 @@ class LiveDriver(Driver):
 
     # -- polling ------------------------------------------------------------------------------
     def _poll_due(self, spec: SourceSpec) -> None:
-        if not self.paused:
-            self._start_poll(spec)
+        if self.paused:
+            return
+        if spec.source is self.bundle.stacks and self._round_can_wait(spec.interval):
+            self.rounds_waited += 1
+            return
+        self._start_poll(spec)
+
+    def _round_can_wait(self, interval: float) -> bool:
+        """Whether a periodic stack round can be left out: every log that reports steps has
+        logged one since the last round started, no symptom is shown, and that round is less
+        than STEPPING_ROUND_EVERY intervals old."""
+        view, last = self.app.latest, self._round_at
+        if view is None or last is None:
+            return False
+        if self.app.clock() - last >= interval * STEPPING_ROUND_EVERY:
+            return False
+        if view.diagnosis.symptoms:
+            return False
+        stepped = [f.last_step_arrival for f in view.snapshot.logs
+                   if f.last_step_arrival is not None]
+        return bool(stepped) and min(stepped) > last
 
     def _start_poll(self, spec: SourceSpec) -> bool:
         name = spec.source.name
         if name in self._in_flight:
             return False  # a slow source is never polled twice at once
         self._in_flight.add(name)
+        if spec.source is self.bundle.stacks:
+            self._round_at = self.app.clock()
         self.app.run_worker(partial(self._poll_in_thread, spec.source), name=name,
                             group=POLL_GROUP, description=f"poll {name}", exit_on_error=False,
                             start=True, exclusive=False, thread=True)
@@ -152,6 +180,7 @@ class LiveDriver(Driver):
         count = len(app.latest.snapshot.live_procs) if app.latest else 0
         app.notify(f"Dumping {count} process(es) with py-spy...", timeout=3)
         self._in_flight.add(STACKS_ON_DEMAND)
+        self._round_at = app.clock()
         self._refreshing.add(source.name)  # evaluate as soon as the round is in
         app.run_worker(partial(self._dump_in_thread, source), name=STACKS_ON_DEMAND,
                        group=POLL_GROUP, description="py-spy dump", exit_on_error=False,

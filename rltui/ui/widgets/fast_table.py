@@ -42,8 +42,15 @@ def _shown(cell: Cell) -> Cell:
     path): secrets hidden, escape sequences written out (they must not reach the terminal).
     Once per row and change, when the row is cached; short cells are numbers and states."""
     text = cell.text
-    shown = printable(scrub_text(text) if len(text) >= SCRUB_FROM else text)
+    shown = _shown_text(text) if len(text) >= SCRUB_FROM else printable(text)
     return cell if shown == text else Cell(shown, cell.style)
+
+
+@lru_cache(maxsize=1024)
+def _shown_text(text: str) -> str:
+    """Most long cells (names, command lines, stacks, log paths) are the same from one update
+    to the next: scrubbed once, not once a second."""
+    return printable(scrub_text(text))
 
 
 SCRUB_FROM = 8  # characters: shorter cells are numbers, states and short names

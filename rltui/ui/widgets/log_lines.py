@@ -178,7 +178,29 @@ class LogLines(ScrollView, can_focus=True):
 
     def _resize_virtual(self) -> None:
         width = self._gutter() + self.buffer.widest + len(CUT_MARK)
-        self.virtual_size = Size(width, len(self.buffer.shown))
+        size = Size(width, len(self.buffer.shown))
+        old = self.virtual_size
+        if size == old:
+            return
+        if self._same_scrollbars(old, size):
+            # Assigning virtual_size asks for a layout of the whole screen, which repaints every
+            # pane (containers and all) each time a followed log grows. The pane's size does
+            # not depend on its lines, so while no scrollbar appears or goes only the
+            # scrollbars and the scroll limits need updating.
+            self.set_reactive(LogLines.virtual_size, size)
+            self._scroll_update(size)
+        else:
+            self.virtual_size = size
+
+    def _same_scrollbars(self, old: Size, new: Size) -> bool:
+        """Whether the scrollbars shown for ``old`` are those for ``new`` (laid out already;
+        the vertical bar is the only one that takes room)."""
+        height, width = self.size.height, self.size.width
+        if not height or not width or not self.is_mounted:
+            return False
+        bar = self.styles.scrollbar_size_vertical
+        return (old.height > height and new.height > height
+                and (old.width > width - bar) == (new.width > width - bar))
 
     def _gutter(self) -> int:
         buf = self.buffer

@@ -44,13 +44,35 @@ class LogPane(Vertical):
         self._fed_at: float | None = None  # snapshot time of the last update of the view
         self._said: tuple | None = None
         self._index: LogIndex | None = None
+        self._pending: View | None = None  # the newest view waiting for the pane's frame
+        self._scheduled = False
 
     def compose(self) -> ComposeResult:
         yield self.message
         yield self.log_view
 
     def show(self, view: View) -> None:
-        """Called after every evaluation: append what is new, retitle, say what is missing."""
+        """Called after every evaluation: append what is new, retitle, say what is missing.
+
+        While following a live job the pane is drawn in a frame of its own, just after the
+        one that draws the tables: Textual redraws, in full, every widget that overlaps the
+        box around all of a frame's changes, so one frame holding the rank table's rows and
+        the log lines would redraw the whole screen (the symptoms pane included)."""
+        if view.mode == "replay" or not self.is_mounted:
+            self._show(view)
+            return
+        self._pending = view
+        if not self._scheduled:
+            self._scheduled = True
+            self.call_after_refresh(self._show_pending)
+
+    def _show_pending(self) -> None:
+        self._scheduled = False
+        view, self._pending = self._pending, None
+        if view is not None:
+            self._show(view)
+
+    def _show(self, view: View) -> None:
         snap = view.snapshot
         index = self._index = log_index(snap)
         lines = self.book.lines_since(self._seq) if self.book is not None else []
@@ -59,9 +81,9 @@ class LogPane(Vertical):
             if lines:
                 self._seq = lines[-1].seq
             self.log_view.feed(lines, index.rank_of_path, snap.logs, view.palette)
-        # Title, progress and message are one line each: kept current at every update even
-        # while the lines themselves are paced.
-        set_title(self, self._title(index))
+            # the title and the progress line (steps, ETA) go with the lines they describe:
+            # paced as they are, so a held second repaints nothing in the pane
+            set_title(self, self._title(index))
         self._say(view, index)
 
     def _wait(self, view: View, lines) -> bool:
