@@ -10,12 +10,13 @@ escaped in the text; the incident report through ``incident.write_report``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rltui import report
-from rltui.scrub import outgoing_text, scrub
 from rltui.model import Diagnosis, NodeSnapshot
+from rltui.scrub import outgoing_text, scrub
 
 if TYPE_CHECKING:
     from rltui.diagnosis.stacks import StackReport

@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from rltui import __version__, units
 from rltui.diagnosis.exits import exit_of

@@ -211,14 +211,14 @@ class NodeSnapshot:
     procs: tuple[ProcInfo, ...] = ()
     departed: tuple[DepartedRank, ...] = ()
     sources: tuple[SourceState, ...] = ()
-    logs: tuple["LogFileState", ...] = ()
+    logs: tuple[LogFileState, ...] = ()
     unmatched_logs: tuple[str, ...] = ()  # --log globs that match nothing yet
     now_source: str = ""  # what "now" is when it is not the monitor's clock (e.g. "--now")
     # The latest rounds of py-spy dumps, oldest first (bounded): successive samples tell
     # stuck stacks from moving ones.
-    stacks: tuple["StackPoll", ...] = ()
+    stacks: tuple[StackPoll, ...] = ()
     # The ranks' Flight Recorder dumps last read (files, torch's debug server), when any
-    flight_recorder: "FrPoll | None" = None
+    flight_recorder: FrPoll | None = None
     # The jobs its processes make (rltui.jobs), in the order they were first seen; a snapshot
     # split into one job's view (jobs.partition) holds that job alone.
     jobs: tuple[Job, ...] = ()

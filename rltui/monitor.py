@@ -14,8 +14,9 @@ verdict, and ``stacks`` is the worst job's hang report.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from rltui import jobs as joblib
 from rltui.diagnosis import diagnose, hangs, notes_of, ranks, verdict_of

@@ -35,8 +35,8 @@ the values of query parameters with secret names are hidden, whatever their char
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import Iterable, Mapping
 from urllib.parse import unquote_plus
 
 REDACTED = "***"

@@ -147,10 +147,11 @@ def _readings() -> _Readings:
         structs[msgspec.defstruct(
             f"Reading_{source}",
             [("timestamp", float), ("status", str, model.OK),
-             ("payload", typing.Optional[cls], None), ("message", str, ""),
+             ("payload", typing.Optional[cls], None), ("message", str, ""),  # noqa: UP045
              ("remedy", str, "")],
             tag_field="source", tag=source, frozen=True)] = source
-    union = typing.Union[tuple(structs)] if structs else _AnyReading
+    # typing's Union over a tuple built at run time (no | form for that)
+    union = typing.Union[tuple(structs)] if structs else _AnyReading  # noqa: UP007
     built = _Readings(key, union, msgspec.json.Decoder(union), structs)
     _readings_cache[:] = [built]
     return built

@@ -9,14 +9,24 @@ rather than silently vanishing from the table.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Iterable
 
 from rltui import model
 from rltui.jobs import JobNames, group, missing_from_world
 from rltui.logbook import LogBook
-from rltui.model import (DepartedRank, FrPoll, GpuPoll, LogPoll, NodeSnapshot, ProcInfo,
-                         ProcPoll, Reading, SourceState, StackPoll)
+from rltui.model import (
+    DepartedRank,
+    FrPoll,
+    GpuPoll,
+    LogPoll,
+    NodeSnapshot,
+    ProcInfo,
+    ProcPoll,
+    Reading,
+    SourceState,
+    StackPoll,
+)
 
 DEFAULT_HISTORY = 600
 STACK_SAMPLES = 3  # rounds of dumps kept: enough to call a class stuck or moving

@@ -26,13 +26,23 @@ import queue
 import select
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from rltui import __version__
 from rltui.agent import requests
 from rltui.agent.output import Output
-from rltui.agent.protocol import (EMPTY, Bye, ErrorMessage, Heartbeat, Hello, LineSplitter,
-                                  ProtocolError, Reply, Request, decode_request)
+from rltui.agent.protocol import (
+    EMPTY,
+    Bye,
+    ErrorMessage,
+    Heartbeat,
+    Hello,
+    LineSplitter,
+    ProtocolError,
+    Reply,
+    Request,
+    decode_request,
+)
 from rltui.model import Reading
 from rltui.sources.base import guarded_poll
 from rltui.sources.bundle import Bundle, run_schedule

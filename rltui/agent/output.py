@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from rltui.agent.outbound import reading_lines
 from rltui.agent.protocol import Message, encode

@@ -333,7 +333,8 @@ def _wire() -> _Wire:
     fast = _structs("Line", readings.union, dict[str, float], [("v", int)])
     checked = _structs("Checked", Any, dict[str, Any], [])
     kinds = {c: c.__struct_config__.tag for c in (*fast, *checked)}
-    built = _Wire(readings, msgspec.json.Decoder(Union[tuple(fast)]), Union[tuple(checked)],
+    # typing's Union over a tuple built at run time (no | form for that)
+    built = _Wire(readings, msgspec.json.Decoder(Union[tuple(fast)]), Union[tuple(checked)],  # noqa: UP007
                   kinds)
     _wire_cache[:] = [built]
     return built

@@ -9,7 +9,8 @@ agent to read any other file of the user's.
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from rltui import __version__
 from rltui.agent.lastlines import last_lines

@@ -8,7 +8,8 @@ import os
 import shutil
 import sys
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 EXIT_INTERRUPTED = 130  # Ctrl-C, as the shell reports a process ended by SIGINT
 

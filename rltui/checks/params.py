@@ -11,8 +11,9 @@ Help texts may say ``{default}``: it is replaced by the default as people write 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from rltui.checks.forms import FormField, float_value, int_value, text_value
 

@@ -9,11 +9,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from rltui.cli.common import (  # noqa: F401 - the public names of rltui.cli
-    EXIT_FOUND, EXIT_NO_JOB, EXIT_OK, EXIT_USAGE, UsageError, add_config_option, add_host_options,
-    add_source_options, check_numbers, invocation, version)
+    EXIT_FOUND,
+    EXIT_NO_JOB,
+    EXIT_OK,
+    EXIT_USAGE,
+    UsageError,
+    add_config_option,
+    add_host_options,
+    add_source_options,
+    check_numbers,
+    invocation,
+    version,
+)
 from rltui.cli.diagnose import cmd_diagnose
 from rltui.cli.jobs import cmd_jobs
 from rltui.cli.oom import cmd_oom

@@ -19,7 +19,7 @@ import signal
 import socket
 import sys
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 EXIT_OK, EXIT_USAGE = 0, 2
 DEFAULT_HEARTBEAT = 2.0  # = protocol.DEFAULT_HEARTBEAT (not imported: --help stays light)
@@ -87,6 +87,7 @@ def _bundle(args: argparse.Namespace, main_cli):
 def _refuse(out_fd: int, host: str, message: str) -> int:
     """A start that failed: said to the person (stderr) and to the reader (stdout)."""
     import time
+
     from rltui.agent.protocol import Bye, ErrorMessage, encode
     print(f"rltui: error: {message}", file=sys.stderr)
     try:

@@ -12,7 +12,6 @@ import argparse
 import sys
 from pathlib import Path
 
-
 EXIT_OK, EXIT_FOUND, EXIT_USAGE = 0, 1, 2
 
 

@@ -12,10 +12,24 @@ import sys
 import time
 
 from rltui.cli.common import (
-    EXIT_FOUND, EXIT_NO_JOB, EXIT_OK, UsageError, flight_recorder_args, invocation, job_option,
+    EXIT_FOUND,
+    EXIT_NO_JOB,
+    EXIT_OK,
+    UsageError,
+    flight_recorder_args,
+    invocation,
+    job_option,
     live_or_demo_bundle,
-    load_scenario, load_settings, log_globs, oom_of, parse_now, saved_stacks, say_no_job,
-    unreadable, write_incident)
+    load_scenario,
+    load_settings,
+    log_globs,
+    oom_of,
+    parse_now,
+    saved_stacks,
+    say_no_job,
+    unreadable,
+    write_incident,
+)
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:

@@ -9,7 +9,14 @@ import sys
 import time
 
 from rltui.cli.common import (
-    EXIT_NO_JOB, EXIT_OK, UsageError, job_option, live_or_demo_bundle, load_settings, say_no_job)
+    EXIT_NO_JOB,
+    EXIT_OK,
+    UsageError,
+    job_option,
+    live_or_demo_bundle,
+    load_settings,
+    say_no_job,
+)
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:

@@ -10,8 +10,17 @@ import time
 from pathlib import Path
 
 from rltui.cli.common import (
-    EXIT_FOUND, EXIT_NO_JOB, EXIT_OK, UsageError, job_option, live_or_demo_bundle, load_settings,
-    oom_of, say_no_job, unreadable)
+    EXIT_FOUND,
+    EXIT_NO_JOB,
+    EXIT_OK,
+    UsageError,
+    job_option,
+    live_or_demo_bundle,
+    load_settings,
+    oom_of,
+    say_no_job,
+    unreadable,
+)
 
 
 def cmd_oom(args: argparse.Namespace) -> int:

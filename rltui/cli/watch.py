@@ -10,8 +10,19 @@ import sys
 from pathlib import Path
 
 from rltui.cli.common import (
-    EXIT_OK, UsageError, flight_recorder_args, invocation, job_option, live_or_demo_bundle,
-    load_scenario, load_settings, log_globs, saved_stacks, source_args, start_demo)
+    EXIT_OK,
+    UsageError,
+    flight_recorder_args,
+    invocation,
+    job_option,
+    live_or_demo_bundle,
+    load_scenario,
+    load_settings,
+    log_globs,
+    saved_stacks,
+    source_args,
+    start_demo,
+)
 
 
 def run_app(bundle, settings, config_path, job: str | None = None) -> int:

@@ -5,8 +5,7 @@ docs/cluster.md describes it."""
 from rltui.cluster.monitor import ClusterMonitor
 from rltui.cluster.ranks import global_rank
 from rltui.cluster.skew import to_local
-from rltui.cluster.view import (ClusterRank, ClusterSnapshot, DuplicateRank, HostStatus,
-                                NodeView)
+from rltui.cluster.view import ClusterRank, ClusterSnapshot, DuplicateRank, HostStatus, NodeView
 
 __all__ = ["ClusterMonitor", "ClusterRank", "ClusterSnapshot", "DuplicateRank", "HostStatus",
            "NodeView", "global_rank", "to_local"]

@@ -19,8 +19,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from rltui.cluster.view import (CONNECTING, GPU_STRIDE, LOST, RANK_UNKNOWN, ClusterRank,
-                                DuplicateRank, NodeView, seen_ago)
+from rltui.cluster.view import (
+    CONNECTING,
+    GPU_STRIDE,
+    LOST,
+    RANK_UNKNOWN,
+    ClusterRank,
+    DuplicateRank,
+    NodeView,
+    seen_ago,
+)
 from rltui.diagnosis import diagnose, hangs, verdict_of
 from rltui.diagnosis.stacks import StackReport, classify, symptoms
 from rltui.diagnosis.thresholds import Thresholds

@@ -20,10 +20,24 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from rltui.cluster import ranks as rank_rules
-from rltui.cluster.view import (GPU_STRIDE, RANK_LIVE, RANK_UNKNOWN, ClusterRank, DuplicateRank,
-                                NodeView)
-from rltui.model import (OK, DepartedRank, FrDump, FrPoll, LogPoll, NodeSnapshot, ProcInfo,
-                         SourceState)
+from rltui.cluster.view import (
+    GPU_STRIDE,
+    RANK_LIVE,
+    RANK_UNKNOWN,
+    ClusterRank,
+    DuplicateRank,
+    NodeView,
+)
+from rltui.model import (
+    OK,
+    DepartedRank,
+    FrDump,
+    FrPoll,
+    LogPoll,
+    NodeSnapshot,
+    ProcInfo,
+    SourceState,
+)
 from rltui.rankset import label
 from rltui.remote.hostlist import compress
 

@@ -24,8 +24,16 @@ from rltui.cluster import ranks as rank_rules
 from rltui.cluster.diagnose import classify_rounds, diagnose_cluster, stack_inputs
 from rltui.cluster.skew import to_local
 from rltui.cluster.stackmerge import merged_samples
-from rltui.cluster.view import (CLOSED, CONNECTING, LIVE, LOST, SLOW, ClusterSnapshot, HostStatus,
-                                NodeView)
+from rltui.cluster.view import (
+    CLOSED,
+    CONNECTING,
+    LIVE,
+    LOST,
+    SLOW,
+    ClusterSnapshot,
+    HostStatus,
+    NodeView,
+)
 from rltui.diagnosis import diagnose, flightrec
 from rltui.diagnosis.hangs import departed_pids
 from rltui.diagnosis.stacks import StackReport, classify

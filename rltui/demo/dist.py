@@ -18,7 +18,8 @@ import os
 import socket
 import struct
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 _HEADER = struct.Struct(">I")  # length of the JSON body that follows
 

@@ -16,8 +16,9 @@ import logging
 import os
 import random
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from rltui.demo import dist
 from rltui.demo.scenarios import Scenario

@@ -6,7 +6,7 @@ No I/O, no clock (time arrives in the snapshot), no Textual. Each rule is a func
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from rltui.diagnosis import gpu, hangs, incidents, logs, ranks
 from rltui.diagnosis.thresholds import Thresholds

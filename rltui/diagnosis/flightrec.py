@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rltui.diagnosis import stacks as st
-from rltui.model import OK, FrDump, FrEntry, FrPoll, Frame
+from rltui.model import OK, Frame, FrDump, FrEntry, FrPoll
 from rltui.rankset import label
 
 CROSS_GROUP = "cross-group-order"

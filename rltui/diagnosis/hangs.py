@@ -12,8 +12,9 @@ job, owned by the monitor): the UI evaluates every second, the stacks change eve
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from rltui import units
 from rltui.diagnosis import flightrec

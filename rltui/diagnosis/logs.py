@@ -6,13 +6,14 @@ Pure. "Now" is the snapshot's timestamp: the clock for a live node, the time of 
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from rltui import units
 from rltui.diagnosis import playbook
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import LogEvent, LogFileState, NodeSnapshot, Symptom
-from rltui.rankset import compact, label as rank_label
+from rltui.rankset import compact
+from rltui.rankset import label as rank_label
 
 OOM_KINDS = ("cuda-oom", "engine-oom")
 

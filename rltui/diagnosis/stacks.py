@@ -24,10 +24,21 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rltui.diagnosis.stacktree import (CLEANUP_OPS, Interner, StackClass, StackTree, is_wrapper,
-                                       loop_index, member_key, merge, mixed_naming, pids_of,
-                                       ranks_of,
-                                       same_place, short_name)
+from rltui.diagnosis.stacktree import (
+    CLEANUP_OPS,
+    Interner,
+    StackClass,
+    StackTree,
+    is_wrapper,
+    loop_index,
+    member_key,
+    merge,
+    mixed_naming,
+    pids_of,
+    ranks_of,
+    same_place,
+    short_name,
+)
 from rltui.model import CRASHED, Frame, ProcessDump, Symptom
 from rltui.rankset import compact, label
 

@@ -22,13 +22,20 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from collections.abc import Collection, Iterable, Sequence
 
-from rltui.diagnosis.stacks import (BUSY_LOOP, EMPTY, HANG, PROGRESSING, UNCLEAR, WORKING,
-                                    StackReport)
 from rltui.diagnosis.flightrec import FrAnalysis
+from rltui.diagnosis.stacks import (
+    BUSY_LOOP,
+    EMPTY,
+    HANG,
+    PROGRESSING,
+    UNCLEAR,
+    WORKING,
+    StackReport,
+)
 from rltui.diagnosis.stacktree import StackClass, StackNode, identity
 from rltui.model import OK, Frame
 from rltui.parsing.pyspy import trim_path

@@ -20,11 +20,37 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from rltui.frameworks import (areal, deepspeed, hf, llamafactory, megatron, openrlhf, ray,
-                              sglang, swift, torchrun, torchtitan, verl, vllm)
-from rltui.frameworks._types import (CAPABILITIES, ConfigFacts, Default, Framework, Getter, Knob,
-                                     LogMarker, OomFacts, PhaseFacts, PhaseRule, StallCheck,
-                                     StepFormat, TaskRule, TitlePattern)
+from rltui.frameworks import (
+    areal,
+    deepspeed,
+    hf,
+    llamafactory,
+    megatron,
+    openrlhf,
+    ray,
+    sglang,
+    swift,
+    torchrun,
+    torchtitan,
+    verl,
+    vllm,
+)
+from rltui.frameworks._types import (
+    CAPABILITIES,
+    ConfigFacts,
+    Default,
+    Framework,
+    Getter,
+    Knob,
+    LogMarker,
+    OomFacts,
+    PhaseFacts,
+    PhaseRule,
+    StallCheck,
+    StepFormat,
+    TaskRule,
+    TitlePattern,
+)
 
 FRAMEWORKS: tuple[Framework, ...] = (
     areal.FRAMEWORK,

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rltui.frameworks._types import as_int as _int, fraction_problem as _fraction
+from rltui.frameworks._types import as_int as _int
+from rltui.frameworks._types import fraction_problem as _fraction
 
 AR = "actor_rollout_ref"
 

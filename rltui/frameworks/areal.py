@@ -11,9 +11,21 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rltui.frameworks._types import (ConfigFacts, Default, Framework, Getter, Knob, LogMarker,
-                                     OomFacts, PhaseFacts, PhaseRule, StallCheck, StepFormat,
-                                     as_int, fraction_problem)
+from rltui.frameworks._types import (
+    ConfigFacts,
+    Default,
+    Framework,
+    Getter,
+    Knob,
+    LogMarker,
+    OomFacts,
+    PhaseFacts,
+    PhaseRule,
+    StallCheck,
+    StepFormat,
+    as_int,
+    fraction_problem,
+)
 
 AREAL_ARGS = "areal/api/cli_args.py"
 

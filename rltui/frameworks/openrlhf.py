@@ -8,8 +8,16 @@ and the ``Episode [i/n]`` progress bar), ``openrlhf/trainer/ppo_utils/`` and
 
 from __future__ import annotations
 
-from rltui.frameworks._types import (ConfigFacts, Framework, LogMarker, PhaseFacts, PhaseRule,
-                                     StepFormat, TaskRule, TitlePattern)
+from rltui.frameworks._types import (
+                                     ConfigFacts,
+                                     Framework,
+                                     LogMarker,
+                                     PhaseFacts,
+                                     PhaseRule,
+                                     StepFormat,
+                                     TaskRule,
+                                     TitlePattern,
+)
 
 _ORLHF = ("openrlhf/",)
 

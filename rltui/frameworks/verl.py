@@ -12,8 +12,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from rltui.frameworks._types import (ConfigFacts, Default, Framework, Getter, Knob, LogMarker,
-                                     OomFacts, PhaseFacts, PhaseRule, StepFormat, TitlePattern)
+from rltui.frameworks._types import (
+    ConfigFacts,
+    Default,
+    Framework,
+    Getter,
+    Knob,
+    LogMarker,
+    OomFacts,
+    PhaseFacts,
+    PhaseRule,
+    StepFormat,
+    TitlePattern,
+)
 from rltui.frameworks._verl_checks import check_verl
 
 VERL_YAML = "verl/trainer/config/ppo_trainer.yaml"

@@ -27,10 +27,8 @@ from the child's error file). A child killed by SIGKILL that left no Python erro
 
 from __future__ import annotations
 
-
-from rltui.parsing.lazyre import LazyPattern
-
 from rltui import units
+from rltui.parsing.lazyre import LazyPattern
 
 Fields = list[tuple[str, str | int | float | None]]
 

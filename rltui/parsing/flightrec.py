@@ -37,7 +37,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from rltui.model import ERROR, FrDump, FrEntry, FrGroup, FrGroupState, Frame
+from rltui.model import ERROR, Frame, FrDump, FrEntry, FrGroup, FrGroupState
 from rltui.parsing.lazyre import LazyPattern
 
 TAIL = 48  # newest records read per large dump

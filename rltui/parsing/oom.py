@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-from rltui.units import pytorch_bytes
 from rltui.parsing.lazyre import LazyPattern
+from rltui.units import pytorch_bytes
 
 Fields = list[tuple[str, str | int | float | None]]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 # Shown per process: the settings the hang playbook asks about.
 DEBUG_ENV = (

@@ -25,9 +25,17 @@ from operator import itemgetter
 
 from rltui.model import ERROR, Frame, ProcessDump, ThreadStack
 from rltui.parsing import stacktext
-from rltui.parsing.stackframes import (ELIDED, KEEP_INNER, KEEP_OUTER,  # noqa: F401 - API
-                                       MAX_PROBLEMS_PER_SOURCE, MAX_THREADS, FrameSink,
-                                       frame_key, is_native, trim_path)
+from rltui.parsing.stackframes import (  # noqa: F401 - API
+    ELIDED,
+    KEEP_INNER,
+    KEEP_OUTER,
+    MAX_PROBLEMS_PER_SOURCE,
+    MAX_THREADS,
+    FrameSink,
+    frame_key,
+    is_native,
+    trim_path,
+)
 
 _RANK = re.compile(r"(?<![a-z])rank[-_]?(\d{1,6})(?!\d)")
 _intern = sys.intern

@@ -11,6 +11,7 @@ from rltui.cluster.view import LOST, RANK_LIVE, ClusterSnapshot, seen_ago
 from rltui.rankset import compact
 from rltui.redact import scrub_text
 
+
 def stack_commands(snap: ClusterSnapshot, run_on: Callable[[str], str]) -> list[str]:
     """Each node's py-spy commands of its latest round, prefixed by how to run a command on
     that node (``run_on(host)``: the ssh or srun command line rltui used, "" for commands that

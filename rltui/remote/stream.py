@@ -28,13 +28,29 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
 from rltui.agent import protocol
-from rltui.agent.protocol import (Bye, ErrorMessage, Heartbeat, Hello, Message, ProtocolError,
-                                  ReadingMessage, Reply, Request, Unknown)
+from rltui.agent.protocol import (
+    Bye,
+    ErrorMessage,
+    Heartbeat,
+    Hello,
+    Message,
+    ProtocolError,
+    ReadingMessage,
+    Reply,
+    Request,
+    Unknown,
+)
 from rltui.remote.pending import PendingRequests
 from rltui.remote.status import CLOSED, CONNECTING, LIVE, LOST, SLOW, Problem, StreamStatus
 from rltui.remote.timing import Backoff, SkewEstimator
-from rltui.remote.transports import (LOCAL, ExitReason, Launch, classify_exit,
-                                     explain_spawn_error, last_line)
+from rltui.remote.transports import (
+    LOCAL,
+    ExitReason,
+    Launch,
+    classify_exit,
+    explain_spawn_error,
+    last_line,
+)
 
 # A node whose clock is further than this from ours cannot have its times placed (a skew of
 # 1e300 s is a broken or hostile agent): the stream is given up with that reason, permanently

@@ -8,7 +8,8 @@ and whose message and remedy are written for the person at the terminal.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 from rltui.model import ERROR, Reading
 

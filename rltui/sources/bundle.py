@@ -12,8 +12,9 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from rltui.model import Reading
 from rltui.sources.base import Source, guarded_poll

@@ -19,13 +19,19 @@ from __future__ import annotations
 import glob
 import os
 import time
-from dataclasses import replace
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from rltui.model import ERROR, OK, UNAVAILABLE, FrDump, FrPoll, ProcInfo, Reading
-from rltui.parsing.flightrec import (MAX_WHOLE_BYTES, dump_paths_from_env, from_page,
-                                    rank_from_name, read_dump, read_parts)
+from rltui.parsing.flightrec import (
+    MAX_WHOLE_BYTES,
+    dump_paths_from_env,
+    from_page,
+    rank_from_name,
+    read_dump,
+    read_parts,
+)
 from rltui.sources import safeopen
 
 MAX_DUMP_BYTES = 512 << 20  # a larger file is not opened (its two ends would do, but no dump
@@ -208,7 +214,6 @@ def fetch_text(url: str, timeout: float, limit: int = MAX_PAGE_BYTES) -> str:
     off. No redirect is followed (the page is the server's own), no proxy is used, the body
     is read up to ``limit`` bytes."""
     import http.client
-    import socket
     import threading
     import urllib.parse
     try:
@@ -249,7 +254,7 @@ def fetch_text(url: str, timeout: float, limit: int = MAX_PAGE_BYTES) -> str:
             raise TimeoutError  # cut at the deadline: what came is not the whole page
         if got > limit:
             raise OSError(f"larger than {limit >> 20} MiB, not read")
-    except (TimeoutError, socket.timeout):
+    except TimeoutError:
         raise OSError(f"no complete answer within {timeout:g} s") from None
     except ValueError as exc:  # a host or path http.client refuses (control characters...)
         raise OSError(f"not an address rltui can ask ({type(exc).__name__})") from None

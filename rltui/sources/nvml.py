@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from rltui.model import DENIED, ERROR, OK, UNAVAILABLE, GpuPoll, GpuProcess, GpuSample, Reading
 

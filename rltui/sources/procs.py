@@ -17,16 +17,26 @@ import os
 import re
 import stat
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Mapping, Sequence
 
 import psutil
 
 from rltui.jobs import ties
 from rltui.model import DENIED, ERROR, OK, ProcInfo, ProcPoll, Reading
 from rltui.parsing.procinfo import (  # noqa: F401 - re-exported for callers and tests
-    DEBUG_ENV, ENGINES, JOB_ENV, LAUNCHER_MODULES, _program, _pythonish, env_gpu, launcher_of,
-    parse_int, ray_bystander, ray_class, role_of,
+    DEBUG_ENV,
+    ENGINES,
+    JOB_ENV,
+    LAUNCHER_MODULES,
+    _program,
+    _pythonish,
+    env_gpu,
+    launcher_of,
+    parse_int,
+    ray_bystander,
+    ray_class,
+    role_of,
 )
 from rltui.redact import redact_argv, redact_env
 from rltui.sources.base import reading

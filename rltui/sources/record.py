@@ -51,7 +51,7 @@ class Recorder:
             self._out.close()
             self._out = None
 
-    def __enter__(self) -> "Recorder":
+    def __enter__(self) -> Recorder:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -10,7 +10,8 @@ polls vary a little but tests are reproducible. Every sample says ``simulated=Tr
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from rltui.model import OK, GpuPoll, GpuProcess, GpuSample, Reading
 from rltui.sources.base import reading

@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from functools import lru_cache
 from collections.abc import Sequence
+from functools import lru_cache
 
 from rltui.sources import safeopen
 

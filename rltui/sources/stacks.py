@@ -30,10 +30,10 @@ during its dump, which is news about the job rather than a failure to dump it).
 from __future__ import annotations
 
 import os
-import signal
 import re
 import selectors
 import shutil
+import signal
 import subprocess
 import sys
 import threading

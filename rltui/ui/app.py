@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Awaitable, Callable, Iterable, Sequence
 
 from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding
@@ -26,6 +26,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from rltui.config import Settings, save_theme
+from rltui.incident import default_folder
 from rltui.logbook import LogBook
 from rltui.model import Diagnosis, NodeSnapshot
 from rltui.monitor import Monitor
@@ -34,7 +35,6 @@ from rltui.ui.commands import RltuiCommands
 from rltui.ui.drivers import MODE_ACTIONS, REPLAY_ACTIONS, Driver, driver_for
 from rltui.ui.drivers.live import MIN_INTERVAL
 from rltui.ui.messages import DriverCall, ReadingArrived, View
-from rltui.incident import default_folder
 from rltui.ui.screens import HelpScreen, LogFileScreen, MainScreen
 from rltui.ui.screens.check import CheckScreen
 from rltui.ui.screens.stacks import StacksScreen

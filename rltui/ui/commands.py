@@ -8,8 +8,8 @@ per rank that has a log.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Callable, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 

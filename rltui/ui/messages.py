@@ -7,8 +7,8 @@ never call a source.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from textual.message import Message
 

@@ -7,8 +7,8 @@ colours match), the same stylesheet and help screen, and ``StacksScreen`` as its
 
 from __future__ import annotations
 
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from textual.app import App

@@ -146,7 +146,7 @@ def main() -> None:
                              "children_cpu_percent": round(100 * kids / (w1 - w0), 2),
                              "rss_mib": round(proc.memory_info().rss / 2**20, 1)}
     finally:
-        for name, session in sessions.items():
+        for session in sessions.values():
             subprocess.call(["tmux", "send-keys", "-t", session, "q"],
                             stderr=subprocess.DEVNULL)
         time.sleep(2)

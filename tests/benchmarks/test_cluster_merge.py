@@ -20,9 +20,21 @@ import pytest
 from rltui.cluster import ClusterMonitor
 from rltui.cluster.diagnose import classify_rounds
 from rltui.cluster.stackmerge import merged_samples
-from rltui.model import (OK, Frame, GpuPoll, GpuSample, LogPoll, LogUpdate, ProcessDump,
-                         ProcInfo, ProcPoll, Reading, StackPoll, StepRecord, ThreadStack)
-
+from rltui.model import (
+    OK,
+    Frame,
+    GpuPoll,
+    GpuSample,
+    LogPoll,
+    LogUpdate,
+    ProcessDump,
+    ProcInfo,
+    ProcPoll,
+    Reading,
+    StackPoll,
+    StepRecord,
+    ThreadStack,
+)
 from tests.benchmarks.test_stacks_merge import _kind, _path  # the same four stacks
 
 NODES, PER_NODE = 128, 8

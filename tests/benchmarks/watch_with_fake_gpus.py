@@ -10,8 +10,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from rltui import config  # noqa: E402
-from rltui.sources.bundle import (Bundle, RememberProcs, SourceSpec, log_source,  # noqa: E402
-                                  stack_specs)
+from rltui.sources.bundle import Bundle, RememberProcs, SourceSpec, log_source, stack_specs  # noqa: E402
 from rltui.sources.nvml import NvmlSource  # noqa: E402
 from rltui.sources.procs import FULL_SCAN_S, ProcSource  # noqa: E402
 from rltui.ui.app import build_app  # noqa: E402

@@ -24,8 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.engine_formats import (EngineFormats, HTTPError, refuse_unknown_fields,
-                                        vllm_error)
+from tests.fakes.engine_formats import EngineFormats, HTTPError, refuse_unknown_fields, vllm_error
 from tests.fakes.tinylm import Generation, InputError, LocalModel
 
 FAST_SENTENCE = " the answer is 4 ."
@@ -101,7 +100,7 @@ class EngineServer(EngineFormats):
 
     # ----- lifecycle -----
 
-    def start(self) -> "EngineServer":
+    def start(self) -> EngineServer:
         self._stopping.clear()
         self._engine = _FastEngine(self.model_folder) if self.fast else LocalModel(
             self.model_folder)
@@ -166,7 +165,7 @@ class EngineServer(EngineFormats):
             self._state.notify_all()
             return True
 
-    def __enter__(self) -> "EngineServer":
+    def __enter__(self) -> EngineServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

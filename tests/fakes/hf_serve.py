@@ -67,7 +67,7 @@ class HFServe:
     def __repr__(self) -> str:
         return f"HFServe({self.model_name!r}, url={self.url!r})"
 
-    def start(self) -> "HFServe":
+    def start(self) -> HFServe:
         reason = serve_unavailable_reason()
         if reason is not None:
             import pytest
@@ -135,7 +135,7 @@ class HFServe:
             shutil.rmtree(self._home, ignore_errors=True)
             self._home = None
 
-    def __enter__(self) -> "HFServe":
+    def __enter__(self) -> HFServe:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

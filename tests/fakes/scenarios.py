@@ -8,12 +8,25 @@ bundle for the app.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable, Iterator
 
-from rltui.model import (OK, UNAVAILABLE, GpuPoll, GpuProcess, GpuSample, LogEvent, LogLine,
-                         LogPoll, LogUpdate, ProcInfo, ProcPoll, Reading, StepRecord)
+from rltui.model import (
+    OK,
+    UNAVAILABLE,
+    GpuPoll,
+    GpuProcess,
+    GpuSample,
+    LogEvent,
+    LogLine,
+    LogPoll,
+    LogUpdate,
+    ProcInfo,
+    ProcPoll,
+    Reading,
+    StepRecord,
+)
 from rltui.sources import replay
 from rltui.sources.bundle import Bundle, replay_bundle
 from rltui.sources.record import Recorder

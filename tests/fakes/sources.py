@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from rltui.model import OK, UNAVAILABLE, GpuPoll, ProcPoll, Reading
 from rltui.sources.bundle import Bundle, SourceSpec

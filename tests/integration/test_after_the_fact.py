@@ -15,13 +15,17 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.integration.test_torch_hangs import (  # noqa: F401 - fixtures
-    JOBS, TorchJob, needs_torch, pyspy_can_attach, wait_for_frame)
+    JOBS,
+    TorchJob,
+    needs_torch,
+    pyspy_can_attach,
+    wait_for_frame,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

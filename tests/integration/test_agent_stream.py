@@ -21,10 +21,10 @@ import pytest
 
 from rltui.agent.protocol import Heartbeat, Hello, ReadingMessage, Reply
 from rltui.model import GpuPoll, GpuSample
+from rltui.remote.hostlist import Target
 from rltui.remote.status import CLOSED, CONNECTING, LIVE, LOST, SLOW
 from rltui.remote.stream import AgentStream
 from rltui.remote.timing import Backoff, SkewEstimator
-from rltui.remote.hostlist import Target
 from rltui.remote.transports import SSH, local_argv, ssh_argv, ssh_launches
 
 pytestmark = pytest.mark.integration

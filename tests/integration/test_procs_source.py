@@ -20,8 +20,17 @@ import pytest
 
 from rltui.model import DENIED, ERROR, OK
 from rltui.serialize import to_data
-from rltui.sources.procs import (DEFAULT_HOW, ENV_DENIED, ENV_GONE, FDS_DENIED, ProcSource,
-                                 env_gpu, parse_int, ray_class, role_of)
+from rltui.sources.procs import (
+    DEFAULT_HOW,
+    ENV_DENIED,
+    ENV_GONE,
+    FDS_DENIED,
+    ProcSource,
+    env_gpu,
+    parse_int,
+    ray_class,
+    role_of,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -72,7 +81,7 @@ class Spawner:
     def start(self, env: dict, code: str = IDLE, args: tuple[str, ...] = (),
               argv0: str | None = None, stdout: str | int | None = "file",
               script: Path | None = None, shell: str | None = None
-              ) -> tuple[subprocess.Popen, "Ready"]:
+              ) -> tuple[subprocess.Popen, Ready]:
         r, w = os.pipe()
         program = [PY, str(script)] if script else [PY, "-c", code]
         cmd = [*program, str(w), *args]

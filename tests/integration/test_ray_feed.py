@@ -38,9 +38,17 @@ from rltui.cluster import ClusterMonitor
 from rltui.diagnosis.stacks import COLLECTIVE_MISMATCH
 from rltui.model import OK, UNAVAILABLE, Reading
 from rltui.remote.ray import RayFeed
-from rltui.remote.ray.client import (BAD_JSON, HTTP, NO_STATE_API, NOT_HTTP, REFUSED, TIMEOUT,
-                                     DashboardClient, DashboardError)
 from rltui.remote.ray.address import parse_address
+from rltui.remote.ray.client import (
+    BAD_JSON,
+    HTTP,
+    NO_STATE_API,
+    NOT_HTTP,
+    REFUSED,
+    TIMEOUT,
+    DashboardClient,
+    DashboardError,
+)
 from rltui.remote.ray.stacks import PROFILING_REMEDY
 from rltui.remote.status import LIVE, LOST
 from rltui.serialize import reading_to_data

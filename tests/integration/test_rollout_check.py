@@ -20,7 +20,7 @@ vLLM's and SGLang's documented formats instead, from the same real model.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -36,13 +36,13 @@ NEUTRAL = {"repetition_penalty": 1, "top_k": -1, "min_p": 0, "frequency_penalty"
            "presence_penalty": 0}
 
 
-@lru_cache(maxsize=None)
+@cache
 def tokenizer(folder: Path):
     from transformers import AutoTokenizer
     return AutoTokenizer.from_pretrained(folder)
 
 
-@lru_cache(maxsize=None)
+@cache
 def model(folder: Path):
     import torch
     from transformers import AutoModelForCausalLM
@@ -60,7 +60,7 @@ def prompt_ids(folder: Path, record: dict, chat: bool = False) -> list[int]:
                 ["input_ids"])
 
 
-@lru_cache(maxsize=None)
+@cache
 def greedy(folder: Path, ids: tuple[int, ...], n: int = MAX_NEW) -> list[int]:
     import torch
     with torch.no_grad():

@@ -52,7 +52,7 @@ class EchoServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.host = f"127.0.0.1:{self.httpd.server_address[1]}"
 
-    def __enter__(self) -> "EchoServer":
+    def __enter__(self) -> EchoServer:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
         return self
 

@@ -109,7 +109,7 @@ class HostileServer:
             h.end_headers()
             h.wfile.write(page)
 
-    def __enter__(self) -> "HostileServer":
+    def __enter__(self) -> HostileServer:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
         return self
 

@@ -14,7 +14,7 @@ import json
 import random
 import urllib.error
 import urllib.request
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -39,14 +39,14 @@ def _call(url: str, body: dict | None = None, headers: dict | None = None) -> tu
         return exc.code, json.loads(raw) if raw else None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _tokenizer(folder: Path):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(folder)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _model(folder: Path):
     import torch
     from transformers import AutoModelForCausalLM

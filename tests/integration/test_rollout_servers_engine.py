@@ -11,8 +11,14 @@ import urllib.error
 import pytest
 
 from tests.fakes.engine_server import EngineServer
-from tests.integration.test_rollout_servers import (MAX_NEW, _call, _greedy, _prompt_ids,
-                                                    _records, _tokenizer)
+from tests.integration.test_rollout_servers import (
+    MAX_NEW,
+    _call,
+    _greedy,
+    _prompt_ids,
+    _records,
+    _tokenizer,
+)
 
 pytestmark = pytest.mark.integration
 

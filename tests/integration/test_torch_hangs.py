@@ -27,9 +27,19 @@ from pathlib import Path
 
 import pytest
 
-from rltui.diagnosis.stacks import (BUSY_LOOP, CLEANUP_DEADLOCK, COLLECTIVE_MISMATCH, HANG,
-                                    PROGRESSING, SAME_COLLECTIVE, UNCLEAR, WORKING, classify,
-                                    report_json, symptoms)
+from rltui.diagnosis.stacks import (
+    BUSY_LOOP,
+    CLEANUP_DEADLOCK,
+    COLLECTIVE_MISMATCH,
+    HANG,
+    PROGRESSING,
+    SAME_COLLECTIVE,
+    UNCLEAR,
+    WORKING,
+    classify,
+    report_json,
+    symptoms,
+)
 from rltui.model import ProcessDump
 from rltui.parsing.pyspy import read_folder_entries
 

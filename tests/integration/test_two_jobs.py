@@ -19,7 +19,13 @@ import pytest
 
 from rltui.diagnosis.stacks import CLEANUP_DEADLOCK, COLLECTIVE_MISMATCH, SAME_COLLECTIVE
 from tests.integration.test_torch_hangs import (  # noqa: F401 - fixtures
-    ALL_REDUCE, TorchJob, needs_torch, pyspy_can_attach, torch_job, wait_for_frame)
+    ALL_REDUCE,
+    TorchJob,
+    needs_torch,
+    pyspy_can_attach,
+    torch_job,
+    wait_for_frame,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -228,7 +228,7 @@ def test_a_server_that_is_down_exits_3_and_the_traceback_shows_the_agent_s_lines
 
 
 def test_ctrl_c_prints_the_partial_report_and_exits_130(data):
-    requests: "queue.Queue[str]" = queue.Queue()
+    requests: queue.Queue[str] = queue.Queue()
     with chat_server(api_key=KEY, requests=requests) as url:
         env = {k: v for k, v in os.environ.items() if k != "OPENAI_BASE_URL"}
         env["OPENAI_API_KEY"] = KEY

@@ -3,8 +3,8 @@ Every test here is marked ``ui`` (`-m "not ui"` leaves the Pilot and snapshot te
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 

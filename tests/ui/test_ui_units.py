@@ -12,11 +12,11 @@ from rltui.config import THEMES
 from rltui.model import GpuSample, NodeSnapshot, SourceState
 from rltui.ui.themes import Palette, ThemeFileError, load_theme, next_theme, parse_theme, theme_text
 from rltui.ui.widgets.cells import BLOCKS, SparkSeries, spark
-from rltui.units import age
 from rltui.ui.widgets.gpu_table import GpuPane
 from rltui.ui.widgets.header import source_label
 from rltui.ui.widgets.pane import Column, fit_columns
 from rltui.ui.widgets.rank_table import RankPane
+from rltui.units import age
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,9 +12,25 @@ import pytest
 from rltui import model
 from rltui.agent import protocol as p
 from rltui.agent.outbound import TRIMMED, reading_lines, scrub_reading
-from rltui.model import (ERROR, OK, Frame, GpuPoll, GpuProcess, GpuSample, LogEvent, LogLine,
-                         LogPoll, LogUpdate, ProcessDump, ProcInfo, ProcPoll, Reading, StackPoll,
-                         StepRecord, ThreadStack)
+from rltui.model import (
+    ERROR,
+    OK,
+    Frame,
+    GpuPoll,
+    GpuProcess,
+    GpuSample,
+    LogEvent,
+    LogLine,
+    LogPoll,
+    LogUpdate,
+    ProcessDump,
+    ProcInfo,
+    ProcPoll,
+    Reading,
+    StackPoll,
+    StepRecord,
+    ThreadStack,
+)
 
 GPUS = Reading("gpus", 10.5, OK, GpuPoll(gpus=(GpuSample(
     0, "H100", "GPU-1", util=97.0, mem_used=1 << 30, mem_total=80 << 30,
@@ -428,6 +444,7 @@ def test_pure_agent_modules_import_nothing_heavy(module):
 def test_no_agent_module_imports_textual():
     """The agent runs on every node of a job: no screen library, whichever module loads."""
     import pkgutil
+
     import rltui.agent
     names = [m.name for m in pkgutil.walk_packages(rltui.agent.__path__, "rltui.agent.")]
     assert {"rltui.agent.loop", "rltui.agent.requests"} <= set(names)

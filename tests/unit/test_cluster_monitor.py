@@ -16,10 +16,22 @@ from rltui.cluster import ClusterMonitor, HostStatus
 from rltui.cluster.diagnose import DUPLICATE_RANKS, HOST_LOST
 from rltui.cluster.view import GPU_STRIDE, RANK_LIVE, RANK_UNKNOWN
 from rltui.diagnosis import diagnose
-from rltui.diagnosis.stacks import (CLEANUP_DEADLOCK, COLLECTIVE_MISMATCH, SAME_COLLECTIVE,
-                                    classify)
-from rltui.model import (OK, Frame, GpuPoll, GpuSample, LogPoll, LogUpdate, ProcessDump,
-                         ProcInfo, ProcPoll, Reading, StackPoll, StepRecord, ThreadStack)
+from rltui.diagnosis.stacks import CLEANUP_DEADLOCK, COLLECTIVE_MISMATCH, SAME_COLLECTIVE, classify
+from rltui.model import (
+    OK,
+    Frame,
+    GpuPoll,
+    GpuSample,
+    LogPoll,
+    LogUpdate,
+    ProcessDump,
+    ProcInfo,
+    ProcPoll,
+    Reading,
+    StackPoll,
+    StepRecord,
+    ThreadStack,
+)
 from rltui.remote.status import StreamStatus
 from tests.fakes.scenarios import saved_dumps
 

@@ -9,9 +9,22 @@ import pytest
 
 from rltui.cluster import ranks as r
 from rltui.cluster.skew import to_local
-from rltui.model import (OK, Frame, GpuPoll, GpuSample, LogEvent, LogPoll, LogUpdate,
-                         ProcessDump, ProcInfo, ProcPoll, Reading, StackPoll, StepRecord,
-                         ThreadStack)
+from rltui.model import (
+    OK,
+    Frame,
+    GpuPoll,
+    GpuSample,
+    LogEvent,
+    LogPoll,
+    LogUpdate,
+    ProcessDump,
+    ProcInfo,
+    ProcPoll,
+    Reading,
+    StackPoll,
+    StepRecord,
+    ThreadStack,
+)
 
 
 def proc(rank=None, local=None, world=None, lws=None, env=(), pid=100) -> ProcInfo:

@@ -7,8 +7,14 @@ import json
 
 import pytest
 
-from rltui.checks.dataset import (DatasetError, Sample, SkippedLine, load_dataset, parse_line,
-                                  read_objects)
+from rltui.checks.dataset import (
+    DatasetError,
+    Sample,
+    SkippedLine,
+    load_dataset,
+    parse_line,
+    read_objects,
+)
 
 
 @pytest.mark.parametrize("text, reason", [

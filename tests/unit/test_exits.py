@@ -8,8 +8,15 @@ from rltui.diagnosis import ranks
 from rltui.diagnosis.exits import exit_of
 from rltui.diagnosis.logs import stall_limit
 from rltui.diagnosis.thresholds import Thresholds
-from rltui.model import (DepartedRank, LogEvent, LogFileState, NodeSnapshot, ProcInfo,
-                         SourceState, StepRecord)
+from rltui.model import (
+    DepartedRank,
+    LogEvent,
+    LogFileState,
+    NodeSnapshot,
+    ProcInfo,
+    SourceState,
+    StepRecord,
+)
 
 NOW = 1_800_000_000.0
 

@@ -11,9 +11,16 @@ from pathlib import Path
 import pytest
 
 from rltui.diagnosis import flightrec as fr
-from rltui.diagnosis.stacks import (COLLECTIVE_MISMATCH, HANG, PROGRESSING, SAME_COLLECTIVE,
-                                    StackReport, classify, symptoms)
-from rltui.model import OK, FrPoll, Frame, ProcessDump, ThreadStack
+from rltui.diagnosis.stacks import (
+    COLLECTIVE_MISMATCH,
+    HANG,
+    PROGRESSING,
+    SAME_COLLECTIVE,
+    StackReport,
+    classify,
+    symptoms,
+)
+from rltui.model import OK, Frame, FrPoll, ProcessDump, ThreadStack
 from rltui.parsing import flightrec as reader
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,8 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from rltui.frameworks import (CAPABILITIES, FRAMEWORKS, ProcessRole, by_name, config_frameworks,
-                              format_names, process_role, step_formats)
+from rltui.frameworks import (
+    CAPABILITIES,
+    FRAMEWORKS,
+    ProcessRole,
+    by_name,
+    config_frameworks,
+    format_names,
+    process_role,
+    step_formats,
+)
 from rltui.model import LOG_FORMATS
 from rltui.parsing import frameworks as parsers
 

@@ -28,8 +28,14 @@ from rltui.agent import protocol
 from rltui.agent.protocol import ProtocolError
 from rltui.model import Reading
 from rltui.remote.ray.client import DashboardError, unwrap_list
-from rltui.remote.ray.state import (BadAnswer, gpu_reading, name_rank, node_states, read_nodes,
-                                    runtime_env_vars)
+from rltui.remote.ray.state import (
+    BadAnswer,
+    gpu_reading,
+    name_rank,
+    node_states,
+    read_nodes,
+    runtime_env_vars,
+)
 
 LONG = os.environ.get("RLTUI_FUZZ_LONG") == "1"
 EXAMPLES = 10_000 if LONG else 100

@@ -15,8 +15,20 @@ import pytest
 from rltui.diagnosis.hangs import absent_ranks, stack_report
 from rltui.diagnosis.stacks import HANG, WORKING, classify
 from rltui.diagnosis.stacktree import choose_thread, comm_tier, exiting
-from rltui.model import (ProcPoll, Reading, CRASHED, DepartedRank, Frame, LogEvent, LogFileState, NodeSnapshot,
-                         ProcessDump, ProcInfo, StackPoll, ThreadStack)
+from rltui.model import (
+    CRASHED,
+    DepartedRank,
+    Frame,
+    LogEvent,
+    LogFileState,
+    NodeSnapshot,
+    ProcessDump,
+    ProcInfo,
+    ProcPoll,
+    Reading,
+    StackPoll,
+    ThreadStack,
+)
 from rltui.parsing.pyspy import KEEP_INNER, KEEP_OUTER, parse_any
 from rltui.snapshot import Tracker
 

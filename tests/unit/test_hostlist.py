@@ -10,8 +10,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rltui.remote.hostlist import (MAX_HOSTS, HostlistError, Target, compress, count, expand,
-                                   parse_hostfile, parse_hosts)
+from rltui.remote.hostlist import (
+    MAX_HOSTS,
+    HostlistError,
+    Target,
+    compress,
+    count,
+    expand,
+    parse_hostfile,
+    parse_hosts,
+)
 
 
 def names(prefix: str, numbers, width: int = 0) -> list[str]:

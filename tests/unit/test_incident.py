@@ -9,8 +9,16 @@ import pytest
 from rltui import incident
 from rltui.diagnosis import diagnose
 from rltui.diagnosis.stacks import classify
-from rltui.model import (Frame, GpuSample, LogFileState, NodeSnapshot, ProcessDump, ProcInfo,
-                         StackPoll, ThreadStack)
+from rltui.model import (
+    Frame,
+    GpuSample,
+    LogFileState,
+    NodeSnapshot,
+    ProcessDump,
+    ProcInfo,
+    StackPoll,
+    ThreadStack,
+)
 
 DIST = "/opt/env/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"
 

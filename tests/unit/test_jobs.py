@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 from rltui import jobs
-from rltui.model import (DepartedRank, GpuProcess, GpuSample, LogFileState, NodeSnapshot,
-                         ProcessDump, ProcInfo, StackPoll)
+from rltui.model import (
+    DepartedRank,
+    GpuProcess,
+    GpuSample,
+    LogFileState,
+    NodeSnapshot,
+    ProcessDump,
+    ProcInfo,
+    StackPoll,
+)
 
 
 def rank(pid: int, r: int | None, port: int | None = 29500, *, ppid: int = 100,

@@ -11,9 +11,18 @@ from hypothesis import strategies as st
 
 from rltui.diagnosis.stacktree import choose_thread
 from rltui.model import ERROR, Frame, ProcessDump, ThreadStack
-from rltui.parsing.pyspy import (ELIDED, KEEP_INNER, KEEP_OUTER, DumpParseError, frame_key,
-                                 parse_any, parse_json, parse_text, rank_from_filename,
-                                 read_folder_entries)
+from rltui.parsing.pyspy import (
+    ELIDED,
+    KEEP_INNER,
+    KEEP_OUTER,
+    DumpParseError,
+    frame_key,
+    parse_any,
+    parse_json,
+    parse_text,
+    rank_from_filename,
+    read_folder_entries,
+)
 
 STACKS = Path(__file__).resolve().parents[2] / "fixtures" / "stacks"
 

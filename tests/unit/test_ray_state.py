@@ -17,14 +17,38 @@ import pytest
 
 from rltui.model import DENIED, ERROR, OK, UNAVAILABLE, ProcInfo, StackPoll
 from rltui.remote.ray.address import AddressError, parse_address
-from rltui.remote.ray.client import (BAD_JSON, HTTP, TIMEOUT_REMEDY, DashboardClient,
-                                     DashboardError, unwrap_list)
-from rltui.remote.ray.stacks import (EXITED, PROFILING_OFF, PROFILING_REMEDY, TIMEOUT_REMEDY
-                                     as STACK_TIMEOUT_REMEDY, dump_of, dumped, failed_dump,
-                                     failure_summary, round_reading, traceback_command,
-                                     traceback_params)
-from rltui.remote.ray.state import (IDLE_ROLE, BadAnswer, RayNode, assign_labels, gpu_reading,
-                                    name_rank, node_states, read_nodes, runtime_env_vars)
+from rltui.remote.ray.client import (
+    BAD_JSON,
+    HTTP,
+    TIMEOUT_REMEDY,
+    DashboardClient,
+    DashboardError,
+    unwrap_list,
+)
+from rltui.remote.ray.stacks import (
+    EXITED,
+    PROFILING_OFF,
+    PROFILING_REMEDY,
+    dump_of,
+    dumped,
+    failed_dump,
+    failure_summary,
+    round_reading,
+    traceback_command,
+    traceback_params,
+)
+from rltui.remote.ray.stacks import TIMEOUT_REMEDY as STACK_TIMEOUT_REMEDY
+from rltui.remote.ray.state import (
+    IDLE_ROLE,
+    BadAnswer,
+    RayNode,
+    assign_labels,
+    gpu_reading,
+    name_rank,
+    node_states,
+    read_nodes,
+    runtime_env_vars,
+)
 from rltui.serialize import reading_to_data
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "ray"

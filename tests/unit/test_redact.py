@@ -7,8 +7,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rltui.redact import (_NOT_SECRET_BEFORE, REDACTED, is_secret_name, redact_argv, redact_env,
-                          scrub_text)
+from rltui.redact import (
+    _NOT_SECRET_BEFORE,
+    REDACTED,
+    is_secret_name,
+    redact_argv,
+    redact_env,
+    scrub_text,
+)
 
 
 @pytest.mark.parametrize("name", [

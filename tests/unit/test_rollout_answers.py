@@ -7,8 +7,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rltui.checks.rollout.answers import (as_number, check_answer, equivalent, last_boxed,
-                                          normalise, stated_answer)
+from rltui.checks.rollout.answers import (
+    as_number,
+    check_answer,
+    equivalent,
+    last_boxed,
+    normalise,
+    stated_answer,
+)
 
 
 @pytest.mark.parametrize("text, expected, match, method, found", [

@@ -9,8 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rltui.checks.rollout.compare import (Generation, compare, first_difference, logprob_stats,
-                                          restore_leading_space, summarise, trim_eos, verdict)
+from rltui.checks.rollout.compare import (
+    Generation,
+    compare,
+    first_difference,
+    logprob_stats,
+    restore_leading_space,
+    summarise,
+    trim_eos,
+    verdict,
+)
 
 EOS = 99
 

@@ -8,8 +8,7 @@ import pytest
 
 from rltui.checks.rollout.compare import Generation
 from rltui.checks.rollout.httpclient import scrub, secrets_of, server_urls
-from rltui.checks.rollout.responses import (BadResponse, read_chat, read_completion,
-                                            read_generate)
+from rltui.checks.rollout.responses import BadResponse, read_chat, read_completion, read_generate
 from rltui.checks.rollout.verify import refusal
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 
-
 from rltui import model
 from rltui.model import Reading
 from rltui.sources.base import Source, guarded_poll

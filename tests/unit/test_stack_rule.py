@@ -5,8 +5,15 @@ from __future__ import annotations
 from rltui import model
 from rltui.diagnosis import diagnose, hangs
 from rltui.diagnosis.thresholds import Thresholds
-from rltui.model import (DepartedRank, Frame, LogFileState, NodeSnapshot, ProcessDump, StackPoll,
-                         ThreadStack)
+from rltui.model import (
+    DepartedRank,
+    Frame,
+    LogFileState,
+    NodeSnapshot,
+    ProcessDump,
+    StackPoll,
+    ThreadStack,
+)
 
 DIST = "torch/distributed/distributed_c10d.py"
 

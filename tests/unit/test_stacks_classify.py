@@ -13,9 +13,19 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rltui.diagnosis.stacks import (BUSY_LOOP, CLEANUP_DEADLOCK, COLLECTIVE_MISMATCH, HANG,
-                                    PROGRESSING, SAME_COLLECTIVE, UNCLEAR, WORKING, classify,
-                                    report_json, symptoms)
+from rltui.diagnosis.stacks import (
+    BUSY_LOOP,
+    CLEANUP_DEADLOCK,
+    COLLECTIVE_MISMATCH,
+    HANG,
+    PROGRESSING,
+    SAME_COLLECTIVE,
+    UNCLEAR,
+    WORKING,
+    classify,
+    report_json,
+    symptoms,
+)
 from rltui.diagnosis.stacktree import choose_thread, comm_tier, merge, trim_path
 from rltui.model import Frame, ProcessDump, ThreadStack
 from rltui.parsing.pyspy import KEEP_INNER, KEEP_OUTER, parse_text, read_folder_entries

@@ -14,10 +14,25 @@ from pathlib import Path
 import pytest
 
 from rltui.diagnosis.stacks import classify
-from rltui.diagnosis.stackview import (DIFFER, LEFT_ONLY, LINE, RIGHT_ONLY, SAME, Side,
-                                       StackView, class_labels, class_rows, diff_frames,
-                                       divergence_keys, fit_frame, flatten, frame_text,
-                                       members_text, path_keys, pattern_name)
+from rltui.diagnosis.stackview import (
+    DIFFER,
+    LEFT_ONLY,
+    LINE,
+    RIGHT_ONLY,
+    SAME,
+    Side,
+    StackView,
+    class_labels,
+    class_rows,
+    diff_frames,
+    divergence_keys,
+    fit_frame,
+    flatten,
+    frame_text,
+    members_text,
+    path_keys,
+    pattern_name,
+)
 from rltui.model import Frame, ProcessDump, ThreadStack
 from rltui.parsing.pyspy import read_folder_entries
 

@@ -9,10 +9,24 @@ import sys
 import pytest
 
 from rltui.remote.hostlist import Target
-from rltui.remote.transports import (LOCAL, SLURM, SSH, ExitReason, Launch, agent_command,
-                                     classify_exit, explain_exit, explain_spawn_error,
-                                     local_argv, local_launches, run_on, slurm_launches,
-                                     srun_argv, ssh_argv, ssh_launches)
+from rltui.remote.transports import (
+    LOCAL,
+    SLURM,
+    SSH,
+    ExitReason,
+    Launch,
+    agent_command,
+    classify_exit,
+    explain_exit,
+    explain_spawn_error,
+    local_argv,
+    local_launches,
+    run_on,
+    slurm_launches,
+    srun_argv,
+    ssh_argv,
+    ssh_launches,
+)
 
 SSH_DEFAULTS = ["-T", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
                 "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3"]

@@ -20,7 +20,7 @@ class SleepingWorker:
 
     def __init__(self, lines):
         self.proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-        self.lines: "queue.Queue" = queue.Queue()
+        self.lines: queue.Queue = queue.Queue()
         for line in lines:
             self.lines.put(line)
         self.stderr = collections.deque()

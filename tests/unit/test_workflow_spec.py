@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from rltui.checks.workflow.spec import (SpecError, WorkflowSpec, batch_rows, load_rows,
-                                        parse_json_object, run_kwargs, validate)
+from rltui.checks.workflow.spec import (
+    SpecError,
+    WorkflowSpec,
+    batch_rows,
+    load_rows,
+    parse_json_object,
+    run_kwargs,
+    validate,
+)
 
 
 def spec(**kw):

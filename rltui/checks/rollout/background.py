@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def in_daemon_thread(fn: Callable[..., Any], *args: Any, name: str) -> asyncio.Future:

@@ -15,8 +15,8 @@ same quantity. The mean and max of ``|delta log p|`` are reported beside it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 NORMAL_BELOW = 0.005
 PROBLEM_ABOVE = 0.01

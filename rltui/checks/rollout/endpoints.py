@@ -35,13 +35,19 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rltui.checks.rollout.compare import Generation
-from rltui.checks.rollout.httpclient import (EndpointError, auth_message, make_http_client,
-                                             make_openai_client, request_json, sdk_json,
-                                             secrets_of, server_urls)
+from rltui.checks.rollout.httpclient import (
+    EndpointError,
+    auth_message,
+    make_http_client,
+    make_openai_client,
+    request_json,
+    sdk_json,
+    secrets_of,
+    server_urls,
+)
 from rltui.checks.rollout.inputs import PreparedSample
 from rltui.checks.rollout.responses import READERS, BadResponse
 from rltui.redact import redact_url
-
 
 # Sent with every OpenAI-style request: standard fields every server takes.
 GREEDY = {"temperature": 0.0, "top_p": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}

@@ -3,14 +3,15 @@ report as table rows (worst first) and a summary. Pure: the screen calls ``run``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from rltui.checks.export import export_report
-from rltui.checks.rollout.report import answer_marks
 from rltui.checks.forms import CheckForm, text_value
 from rltui.checks.params import form_fields, form_key, form_values
 from rltui.checks.rollout.params import PARAMS
+from rltui.checks.rollout.report import answer_marks
 
 COLUMNS = ("#", "line", "status", "first divergence", "answer ref/cand", "|Δp| mean",
            "|Δlogp| max")

@@ -17,8 +17,9 @@ import asyncio
 import importlib
 import json
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 from urllib.parse import parse_qsl, unquote, unquote_plus, urlparse, urlunparse
 
 from rltui.redact import MIN_SECRET_LEN, hide_secrets, redact_url, url_secrets
@@ -115,7 +116,7 @@ def _limited(httpx: Any, stream: Any, limit: int) -> Any:
     return cls(stream, limit)
 
 
-def make_http_client(urls: "ServerURLs", api_key: str | None, *, timeout_s: float,
+def make_http_client(urls: ServerURLs, api_key: str | None, *, timeout_s: float,
                      concurrency: int, max_body: int | None = None) -> Any:
     """The HTTP client for one server: the key as a Bearer header, else the URL's user-info as
     Basic auth; the URL's query string on every request; no proxy from the environment (none

@@ -9,8 +9,14 @@ from dataclasses import dataclass, field
 
 from rltui.checks.dataset import SkippedLine
 from rltui.checks.rollout.answers import AnswerMatch
-from rltui.checks.rollout.compare import (NORMAL_BELOW, PROBLEM_ABOVE, USUAL_CAUSES, Comparison,
-                                          LogprobSummary, summarise)
+from rltui.checks.rollout.compare import (
+    NORMAL_BELOW,
+    PROBLEM_ABOVE,
+    USUAL_CAUSES,
+    Comparison,
+    LogprobSummary,
+    summarise,
+)
 
 EXIT_CONSISTENT, EXIT_DIVERGENT, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 

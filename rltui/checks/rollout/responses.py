@@ -21,8 +21,9 @@ greedily), when the server gave its top log-probs.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 from rltui.checks.rollout.compare import Generation
 

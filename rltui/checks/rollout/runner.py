@@ -26,8 +26,14 @@ from rltui.checks.rollout.answers import check_answer
 from rltui.checks.rollout.background import in_daemon_thread
 from rltui.checks.rollout.compare import Generation, compare
 from rltui.checks.rollout.endpoints import Endpoint, EndpointError, Outcome
-from rltui.checks.rollout.inputs import (PreparedSample, TokenizerError, eos_ids, load_tokenizer,
-                                         prepare, token_text)
+from rltui.checks.rollout.inputs import (
+    PreparedSample,
+    TokenizerError,
+    eos_ids,
+    load_tokenizer,
+    prepare,
+    token_text,
+)
 from rltui.checks.rollout.reference_hf import HFReference, ReferenceError
 from rltui.checks.rollout.report import RolloutReport, SampleResult, SideResult
 from rltui.checks.rollout.spec import RolloutSpec, SpecError

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from rltui.checks.workflow.results import RunResult
 from rltui.checks.workflow.rewards import rewards_equal
 
 
-def _round(value: Optional[float]) -> Optional[float]:
+def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 6)
 
 
-def percentile(values: Iterable[float], q: float) -> Optional[float]:
+def percentile(values: Iterable[float], q: float) -> float | None:
     """Linear interpolation between the closest ranks (numpy's default); None for no values."""
     data = sorted(values)
     if not data:
@@ -34,7 +35,7 @@ def counts(results: list[RunResult]) -> dict[str, int]:
     return out
 
 
-def latency(results: list[RunResult]) -> dict[str, Optional[float]]:
+def latency(results: list[RunResult]) -> dict[str, float | None]:
     """p50/p95/max over the runs that returned (whatever their reward)."""
     done = [r.latency_s for r in results if r.status == "ok" and r.latency_s is not None]
     return {"p50": _round(percentile(done, 0.5)), "p95": _round(percentile(done, 0.95)),
@@ -66,7 +67,7 @@ def _temperature_is_zero(value: Any) -> bool:
 
 
 def agreement(sequential: list[RunResult], concurrent: list[RunResult],
-              temperature: Any) -> tuple[Optional[bool], dict]:
+              temperature: Any) -> tuple[bool | None, dict]:
     """Compare each sequential run with the concurrent runs of the same prompt. At temperature 0
     they must return the same reward; a difference means state leaks between concurrent runs.
     ``(True|False, details)``, or ``(None, details with a reason)`` when nothing could be

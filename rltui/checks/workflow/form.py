@@ -4,8 +4,9 @@ calls ``run`` in a worker."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from rltui.checks.export import export_report
 from rltui.checks.forms import CheckForm, text_value

@@ -29,7 +29,7 @@ class Worker:
     """One worker process: its lines on a queue, the tail of its stderr, and a kill switch."""
 
     def __init__(self, python: str, script: Path, cfg: dict, env: dict) -> None:
-        self.lines: "queue.Queue[Any]" = queue.Queue()
+        self.lines: queue.Queue[Any] = queue.Queue()
         self.stderr: collections.deque = collections.deque(maxlen=STDERR_LINES)
         # A script path, not ``-m``: ``-m`` would put the current folder first on sys.path
         # whatever --path says.

@@ -4,11 +4,10 @@ terminal and markdown for an issue or a PR."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from rltui.checks.workflow import analysis
-from rltui.checks.workflow.findings import (ADVICE, PROBLEM, WARNING, Finding, block_findings,
-                                           plural)
+from rltui.checks.workflow.findings import ADVICE, PROBLEM, WARNING, Finding, block_findings, plural
 from rltui.checks.workflow.results import RunResult
 from rltui.checks.workflow.taskgroups import STATE_TEXT, frame_text
 from rltui.checks.workflow.tracebacks import excerpt
@@ -33,21 +32,21 @@ class WorkflowReport:
     shape: dict
     timeout_s: float
     temperature: Any = 0
-    base_url: Optional[str] = None
+    base_url: str | None = None
     api_key_set: bool = False
-    server: Optional[dict] = None
+    server: dict | None = None
     worker: dict = field(default_factory=dict)
-    setup_error: Optional[dict] = None
-    single: Optional[RunResult] = None
+    setup_error: dict | None = None
+    single: RunResult | None = None
     sequential: list = field(default_factory=list)
     concurrent: list = field(default_factory=list)
-    concurrent_wall_s: Optional[float] = None
-    concurrent_skipped: Optional[str] = None
-    pending_tasks: Optional[dict] = None
+    concurrent_wall_s: float | None = None
+    concurrent_skipped: str | None = None
+    pending_tasks: dict | None = None
     loop_blocks: list = field(default_factory=list)
-    worker_end: Optional[dict] = None
+    worker_end: dict | None = None
     partial: bool = False
-    partial_reason: Optional[str] = None
+    partial_reason: str | None = None
     notes: list = field(default_factory=list)
     skipped: list = field(default_factory=list)     # dataset lines skipped (SkippedLine)
     wall_s: float = 0.0
@@ -69,7 +68,7 @@ class WorkflowReport:
         runs = ([self.single] if self.single else []) + self.sequential + self.concurrent
         return analysis.invalid_rewards(runs)
 
-    def agreement(self) -> tuple[Optional[bool], dict]:
+    def agreement(self) -> tuple[bool | None, dict]:
         if not self.concurrent:
             return None, {"compared": 0, "disagreements": [], "groups_differing": [],
                           "reason": self.concurrent_skipped or "no concurrent runs"}

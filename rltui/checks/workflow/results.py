@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 STATUSES = ("ok", "error", "timeout", "unfinished")
 
@@ -19,12 +19,12 @@ class RunResult:
     run: int
     prompt: int
     status: str
-    latency_s: Optional[float] = None
+    latency_s: float | None = None
     reward: Any = None
-    invalid: Optional[dict] = None
-    error_type: Optional[str] = None
-    message: Optional[str] = None
-    traceback: Optional[str] = None
+    invalid: dict | None = None
+    error_type: str | None = None
+    message: str | None = None
+    traceback: str | None = None
 
     @property
     def valid(self) -> bool:
@@ -32,7 +32,7 @@ class RunResult:
         return self.status == "ok" and self.invalid is None
 
     @classmethod
-    def from_message(cls, msg: dict) -> "RunResult":
+    def from_message(cls, msg: dict) -> RunResult:
         status = msg.get("status")
         return cls(step=str(msg.get("step")), run=int(msg.get("run", 0)),
                    prompt=int(msg.get("prompt", 0)),

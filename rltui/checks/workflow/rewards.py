@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 REPR_LIMIT = 200
 TOLERANCE = 1e-9
@@ -38,7 +38,7 @@ def _is_bool(value: Any) -> bool:
     return isinstance(value, bool) or type(value).__name__ in ("bool", "bool_", "bool8")
 
 
-def _number_problem(value: Any) -> Optional[str]:
+def _number_problem(value: Any) -> str | None:
     if _is_bool(value):
         return "a bool is not a reward (True would train as 1.0); return a float"
     if not isinstance(value, numbers.Real):
@@ -56,7 +56,7 @@ def _plain(value: Any) -> Any:
     return int(value) if isinstance(value, numbers.Integral) else float(value)
 
 
-def check_reward(value: Any) -> tuple[Any, Optional[RewardProblem]]:
+def check_reward(value: Any) -> tuple[Any, RewardProblem | None]:
     """``(reward, None)`` with the reward as plain JSON data (int/float, or a dict of them), or
     ``(None, problem)`` when ``value`` is not a reward."""
     if isinstance(value, dict):

@@ -23,7 +23,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from rltui.checks.progress import Progress, ProgressCallback, cancelled, report_progress
 from rltui.checks.workflow import spec as specmod
@@ -55,8 +55,8 @@ def _shape(spec: WorkflowSpec) -> dict:
 class Check:
     """State of one ``run``: the report being filled and the step in progress."""
 
-    def __init__(self, spec: WorkflowSpec, progress: Optional[ProgressCallback],
-                 cancel: Optional[threading.Event]) -> None:
+    def __init__(self, spec: WorkflowSpec, progress: ProgressCallback | None,
+                 cancel: threading.Event | None) -> None:
         self.spec = spec
         self.progress = progress
         self.cancel = cancel
@@ -67,7 +67,7 @@ class Check:
             target=str(spec.target), timeout_s=spec.timeout, temperature=0,
             base_url=self.scrub.text(redact_url(base_url)) if base_url else None,
             api_key_set=bool(spec.resolved_api_key()), shape=_shape(spec))
-        self.step: Optional[str] = None
+        self.step: str | None = None
         self.totals: dict[str, int] = {"load": 1}
         self.done: dict[str, int] = {"load": 0}
         self.seen: dict[str, set] = {}
@@ -353,8 +353,8 @@ class Check:
             r.concurrent_skipped = f"not run: {r.partial_reason}"
 
 
-def run(spec: WorkflowSpec, *, progress: Optional[ProgressCallback] = None,
-        cancel: Optional[threading.Event] = None) -> WorkflowReport:
+def run(spec: WorkflowSpec, *, progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None) -> WorkflowReport:
     """Run the workflow check. Synchronous (call it from a thread worker); reports progress
     through ``progress`` from the calling thread, stops soon after ``cancel`` is set, and always
     returns a report (``partial`` when cut short, ``setup_error`` for bad input)."""

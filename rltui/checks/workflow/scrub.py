@@ -4,7 +4,8 @@ URL carries. Runs in rltui's process only."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import unquote
 
 from rltui.checks.workflow.spec import WorkflowSpec
@@ -16,7 +17,7 @@ class Scrubber:
     says. Secrets shorter than 4 characters are left to the value patterns: replacing every
     ``ab`` in a report would make it unreadable and hide nothing worth hiding."""
 
-    def __init__(self, secrets: Iterable[Optional[str]]) -> None:
+    def __init__(self, secrets: Iterable[str | None]) -> None:
         self.secrets = tuple(secrets)
 
     def text(self, value: str) -> str:
@@ -39,7 +40,7 @@ def secrets_of(spec: WorkflowSpec) -> list[str]:
     error message, bare, would otherwise have it printed."""
     found = [spec.resolved_api_key()]
 
-    def walk(value: Any, name: Optional[str]) -> None:
+    def walk(value: Any, name: str | None) -> None:
         if isinstance(value, dict):
             for key, item in value.items():
                 walk(item, key if isinstance(key, str) else name)

@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from rltui.checks.dataset import DatasetError, read_objects
 from rltui.checks.params import default_of
@@ -37,11 +37,11 @@ class WorkflowSpec:
     of every report; repr also hides the base URL's password and secret-named kwargs."""
 
     target: str
-    dataset: Optional[str] = None
-    prompt: Optional[str] = None
-    rows: Optional[list] = None
-    base_url: Optional[str] = None
-    api_key: Optional[str] = field(default=None, repr=False)
+    dataset: str | None = None
+    prompt: str | None = None
+    rows: list | None = None
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
     global_bs: int = default_of(PARAMS, "global_bs")
     group_size: int = default_of(PARAMS, "group_size")
     rollout_dp_size: int = default_of(PARAMS, "rollout_dp_size")
@@ -49,13 +49,13 @@ class WorkflowSpec:
     paths: tuple = default_of(PARAMS, "paths")
     extra_kwargs: dict = field(default_factory=dict)
     init_kwargs: dict = field(default_factory=dict)
-    concurrency: Optional[int] = None
+    concurrency: int | None = None
     force: bool = default_of(PARAMS, "force")
     sequential_prompts: int = default_of(PARAMS, "sequential_prompts")
     loop_block_s: float = default_of(PARAMS, "loop_block_s")
     startup_timeout: float = default_of(PARAMS, "startup_timeout")
     silence_s: float = 15.0
-    python: Optional[str] = None
+    python: str | None = None
     probe_server: bool = default_of(PARAMS, "probe_server")
 
     def __repr__(self) -> str:
@@ -79,17 +79,17 @@ class WorkflowSpec:
     def requested(self) -> int:
         return self.local_bs * self.group_size
 
-    def resolved_base_url(self) -> Optional[str]:
+    def resolved_base_url(self) -> str | None:
         return self.base_url if self.base_url is not None else os.environ.get("OPENAI_BASE_URL")
 
-    def resolved_api_key(self) -> Optional[str]:
+    def resolved_api_key(self) -> str | None:
         return self.api_key if self.api_key is not None else os.environ.get("OPENAI_API_KEY")
 
     def resolved_paths(self) -> list[str]:
         return [str(Path(p).expanduser().resolve()) for p in (self.paths or (os.getcwd(),))]
 
 
-def _hide_secrets(value: Any, name: Optional[str] = None) -> Any:
+def _hide_secrets(value: Any, name: str | None = None) -> Any:
     """``value`` as repr may show it: everything under a secret-looking name (``api_key``,
     ``hf_token``, ``Authorization``) is REDACTED, at any depth; other strings are scrubbed."""
     if name is not None and is_secret_name(name):
@@ -177,7 +177,7 @@ def load_rows(spec: WorkflowSpec) -> tuple[list[dict], list]:
     return [{"prompt": spec.prompt, "messages": [{"role": "user", "content": spec.prompt}]}], []
 
 
-def batch_rows(rows: list[dict], local_bs: int) -> tuple[list[dict], Optional[str]]:
+def batch_rows(rows: list[dict], local_bs: int) -> tuple[list[dict], str | None]:
     """The ``local_bs`` prompts of one rollout batch; a short dataset repeats (with a note)."""
     if len(rows) >= local_bs:
         return rows[:local_bs], None

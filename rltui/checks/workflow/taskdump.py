@@ -12,7 +12,8 @@ import os
 import sys
 import sysconfig
 import traceback
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 MAX_FRAMES = 40
 MAX_TASKS = 2000
@@ -42,7 +43,7 @@ def ignore_file(filename: str) -> None:
     _OWN_FILES.add(filename)
 
 
-def _frame(filename: str, lineno: Optional[int], function: str, code: str = "") -> dict:
+def _frame(filename: str, lineno: int | None, function: str, code: str = "") -> dict:
     if not code and lineno:
         code = linecache.getline(filename, lineno).strip()
     return {"file": filename, "line": lineno or 0, "function": function, "code": code[:160],
@@ -85,7 +86,7 @@ def _state(coro: Any) -> str:
         return ""
 
 
-def capture_task(task: "asyncio.Task") -> dict:
+def capture_task(task: asyncio.Task) -> dict:
     coro = task.get_coro()
     frames, leaf = _coro_chain(coro)
     state = {inspect.CORO_CREATED: "not started", inspect.CORO_RUNNING: "running"}.get(
@@ -102,7 +103,7 @@ def capture_task(task: "asyncio.Task") -> dict:
             "waiting_on": waiting_on}
 
 
-def capture_tasks(loop: "asyncio.AbstractEventLoop", skip: Iterable = ()) -> list:
+def capture_tasks(loop: asyncio.AbstractEventLoop, skip: Iterable = ()) -> list:
     """Every pending task of ``loop`` but ``skip`` (the worker's own bookkeeping tasks). Safe to
     call from another thread while the loop thread is stuck."""
     for _ in range(5):

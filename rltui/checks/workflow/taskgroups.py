@@ -12,13 +12,12 @@ event, next to the one task that holds it.
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 STATE_TEXT = {"not started": "not started yet",
               "running": "running: this task holds the event loop"}
 
 
-def where(frames: list) -> Optional[dict]:
+def where(frames: list) -> dict | None:
     """The frame to name as the place: the innermost frame of the user's code, else the innermost
     outside the standard library, else the innermost."""
     for kind in ("user", "library"):
@@ -28,13 +27,13 @@ def where(frames: list) -> Optional[dict]:
     return frames[-1] if frames else None
 
 
-def frame_text(frame: Optional[dict]) -> str:
+def frame_text(frame: dict | None) -> str:
     if not frame:
         return "(no Python frame)"
     return f"{os.path.basename(frame['file'])}:{frame['line']} in {frame['function']}"
 
 
-def run_index(name: str) -> Optional[int]:
+def run_index(name: str) -> int | None:
     """The run index of the worker's own run tasks (named ``rltui-run-<step>-<index>``)."""
     if name.startswith("rltui-run-"):
         tail = name.rsplit("-", 1)[-1]

@@ -14,7 +14,6 @@ and ``.../lib/pythonX.Y/`` (the standard library on Unix) are not the user's.
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 GAP = "  ..."
 _FILE = re.compile(r'^\s*File "(?P<path>[^"]*)", line \d+')
@@ -35,7 +34,7 @@ def _span(lines: list[str], start: int) -> range:
     return range(start, end)
 
 
-def excerpt(text: Optional[str], limit: int) -> list[str]:
+def excerpt(text: str | None, limit: int) -> list[str]:
     """At most ``limit`` lines of a formatted traceback (a little more only when the user's
     innermost frame and the exception alone do not fit)."""
     lines = (text or "").rstrip().splitlines()

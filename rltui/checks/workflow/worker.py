@@ -37,7 +37,7 @@ import signal
 import threading
 import time
 import traceback
-from typing import Any, Optional
+from typing import Any
 
 from rltui.checks.workflow import taskdump, taskgroups
 from rltui.checks.workflow.rewards import check_reward, short_repr
@@ -93,7 +93,7 @@ class Watchdog(threading.Thread):
         self.channel = channel
         self.threshold = threshold
         self.tick = max(0.01, min(0.2, threshold / 5))
-        self.loop: Optional[asyncio.AbstractEventLoop] = None
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.loop_thread = 0
         self.skip: set = set()
         self._sent = 0.0
@@ -187,7 +187,7 @@ def _traceback(exc: BaseException) -> str:
     return text if len(text) <= TRACEBACK_LIMIT else "...\n" + text[-TRACEBACK_LIMIT:]
 
 
-def _root_cause(exc: BaseException) -> Optional[BaseException]:
+def _root_cause(exc: BaseException) -> BaseException | None:
     """The end of ``raise ... from`` chains: a client's own words often hide it (the openai
     SDK's "Connection error." over a refused connection)."""
     root, seen = None, {id(exc)}
@@ -208,7 +208,7 @@ def _message(exc: BaseException) -> str:
     return text if len(text) <= MESSAGE_LIMIT else text[:MESSAGE_LIMIT - 3] + "..."
 
 
-def load(cfg: dict) -> tuple[Any, Optional[dict], dict]:
+def load(cfg: dict) -> tuple[Any, dict | None, dict]:
     """Import module:Class, check ``run`` and instantiate: ``(agent, problem, info)``."""
     for path in reversed(cfg["paths"]):
         if path not in sys.path:
@@ -284,7 +284,7 @@ class Steps:
         self.watchdog = watchdog
         self.own: set = set()
         self.kwargs = cfg["extra_kwargs"]
-        self.step: Optional[str] = None
+        self.step: str | None = None
 
     async def _call(self, data: Any) -> Any:
         try:
@@ -337,7 +337,7 @@ class Steps:
         # one group share their prompt's dict, as in a trainer.
         return copy.deepcopy(row)
 
-    def dump(self, step: Optional[str], run: Optional[int], why: str) -> None:
+    def dump(self, step: str | None, run: int | None, why: str) -> None:
         tasks = taskdump.capture_tasks(asyncio.get_running_loop(), self.own)
         self.channel.send("pending_tasks", step=step, run=run, why=why,
                           groups=taskgroups.group_tasks(tasks), task_count=len(tasks))
@@ -385,7 +385,7 @@ class Steps:
                 await self._launch(step, jobs, sem)
 
 
-def _finish(channel: Optional[Channel], code: int) -> None:
+def _finish(channel: Channel | None, code: int) -> None:
     # os._exit: runs that ignored their cancellation and non-daemon threads the workflow started
     # must not keep the worker alive once everything is reported.
     for stream in (sys.stdout, sys.stderr):

@@ -8,8 +8,9 @@ is the estimate of the config as it is, for the report.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from rltui.diagnosis.oom import frameworks
 from rltui.diagnosis.oom.estimate import ModelShape, estimate

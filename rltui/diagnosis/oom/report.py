@@ -8,7 +8,8 @@ the app's OOM screen show the same text).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from rltui import units
 from rltui.model import LogEvent, LogFileState, NodeSnapshot

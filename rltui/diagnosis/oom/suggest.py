@@ -12,8 +12,9 @@ error's own numbers, else they are left unknown (``None``), never guessed.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from rltui import units
 from rltui.diagnosis.oom import frameworks
@@ -39,7 +40,7 @@ class Context:
     phase: OomPhase
     config: JobConfig
     # (values after a change) -> bytes the estimate says the failing phase needs, or None
-    need: Callable[[Mapping[str, Any]], "int | None"] | None = None
+    need: Callable[[Mapping[str, Any]], int | None] | None = None
     job_pids: frozenset[int] = frozenset()  # processes of the job (others on the GPU are not)
 
     def get(self, key: str) -> tuple[Any, bool]:
@@ -213,7 +214,7 @@ class Rule:
     why: str
     tradeoff: str
     also: Callable[[Any, Context], Sequence[tuple[str, Any]]] = lambda proposed, ctx: ()
-    effect: Callable[[Any, Any, Context], "int | None"] | None = None  # (current, proposed, ctx)
+    effect: Callable[[Any, Any, Context], int | None] | None = None  # (current, proposed, ctx)
     halving: bool = False
 
 

@@ -6,8 +6,9 @@ Sizes are bytes (int); a value nobody could know is ``None``, never a made-up ze
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from rltui.frameworks import config_frameworks
 

@@ -12,8 +12,8 @@ token itself. A token that is not one word of printable ASCII is not sent.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 MAX_TOKEN_BYTES = 4096  # a token is a few dozen characters; a bigger file is not one
 DEFAULT_PATH = "~/.ray/auth_token"

@@ -24,8 +24,8 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-import threading
 import ssl
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping

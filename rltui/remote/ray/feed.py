@@ -31,8 +31,16 @@ from rltui.remote.ray import stacks as ray_stacks
 from rltui.remote.ray.address import NEEDS_DASHBOARD, parse_address
 from rltui.remote.ray.client import BAD_JSON, DashboardClient, DashboardError
 from rltui.remote.ray.client import TIMEOUT as HTTP_TIMEOUT
-from rltui.remote.ray.state import (ALIVE, BadAnswer, NodeState, RayNode, assign_labels,
-                                    gpu_reading, node_states, read_nodes)
+from rltui.remote.ray.state import (
+    ALIVE,
+    BadAnswer,
+    NodeState,
+    RayNode,
+    assign_labels,
+    gpu_reading,
+    node_states,
+    read_nodes,
+)
 from rltui.remote.status import CLOSED, LIVE, LOST, Problem, StreamStatus
 
 OnReading = Callable[[str, Reading], None]

@@ -17,8 +17,17 @@ from collections.abc import Sequence
 from dataclasses import replace
 from urllib.parse import quote_plus
 
-from rltui.model import (DENIED, ERROR, OK, TIMEOUT, UNAVAILABLE, ProcessDump, ProcInfo,
-                         Reading, StackPoll)
+from rltui.model import (
+    DENIED,
+    ERROR,
+    OK,
+    TIMEOUT,
+    UNAVAILABLE,
+    ProcessDump,
+    ProcInfo,
+    Reading,
+    StackPoll,
+)
 from rltui.parsing.pyspy import DumpParseError, parse_text
 from rltui.redact import scrub_text
 

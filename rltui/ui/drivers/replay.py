@@ -9,7 +9,8 @@ earlier snapshots through the history).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rltui.model import Reading
 from rltui.sources.replay import Player

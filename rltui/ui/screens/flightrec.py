@@ -24,10 +24,10 @@ from rltui.diagnosis.flightrec import BEHIND, CODE_BUGS, MISSING, SAME, FrAnalys
 from rltui.model import OK
 from rltui.ui.themes import Palette
 from rltui.ui.widgets.cells import Cell
-from rltui.units import age
 from rltui.ui.widgets.stack_summary import StackSummary
 from rltui.ui.widgets.stack_table import StackPane, pane_css, rest, short_pane_css
 from rltui.ui.zoom import toggle_zoom
+from rltui.units import age
 
 BEHIND_MARK = "◀ behind"
 NO_DUMP_MARK = "no dump"

@@ -6,7 +6,7 @@ thresholds from the settings in force (so it shows the user's values, not the de
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from rich.console import Group
 from rich.table import Table

@@ -28,8 +28,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from rltui.diagnosis.stacks import HANG, PROGRESSING, WORKING, StackReport
-from rltui.diagnosis.stackview import (Side, StackView, member_text, pattern_name,
-                                       pattern_source)
+from rltui.diagnosis.stackview import Side, StackView, member_text, pattern_name, pattern_source
 from rltui.ui.screens.flightrec import FlightRecorderScreen
 from rltui.ui.themes import Palette, palette_of
 from rltui.ui.widgets.stack_classes import StackClassPane

@@ -7,7 +7,8 @@ cheap to build and compare, and the table draws it as one styled segment.
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable, Iterable, Iterator, NamedTuple
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
 
 from rltui.model import NodeSnapshot
 

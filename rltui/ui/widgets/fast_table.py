@@ -12,8 +12,8 @@ drops the cached cells and redraws.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Callable, Sequence
 
 from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment

@@ -8,11 +8,11 @@ too, since none of its GPU processes can be matched to ranks from here.
 from __future__ import annotations
 
 from rltui.cluster.view import GPU_STRIDE, local_gpu
-from rltui.model import GpuSample, NodeSnapshot, OK
+from rltui.model import OK, GpuSample, NodeSnapshot
 from rltui.ui.messages import View
-from rltui.ui.widgets.cells import set_title, NA, Cell, SparkSeries, na, percent
-from rltui.units import GIB
+from rltui.ui.widgets.cells import NA, Cell, SparkSeries, na, percent, set_title
 from rltui.ui.widgets.pane import Column, Row, TablePane
+from rltui.units import GIB
 
 SPARK_WIDTH = 12
 

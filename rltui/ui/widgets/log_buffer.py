@@ -11,8 +11,8 @@ matches and the cursor survive old entries being dropped from the front.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 from rltui.logbook import TaggedLine
 from rltui.redact import scrub_text

@@ -7,8 +7,8 @@ they share one ``LogIndex`` per snapshot instead of matching files to processes 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from statistics import median
-from typing import Sequence
 
 from rltui.model import LogFileState, NodeSnapshot, ProcInfo, StepRecord
 from rltui.units import duration

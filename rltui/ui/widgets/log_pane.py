@@ -18,8 +18,8 @@ from rltui.model import OK, LogFileState
 from rltui.ui.messages import View
 from rltui.ui.widgets.cells import set_title
 from rltui.ui.widgets.log_facts import LogIndex, eta, log_index, step_summary
-from rltui.units import duration
 from rltui.ui.widgets.log_view import LogView
+from rltui.units import duration
 
 HOW_LOGS_ARE_FOUND = (
     "No log files yet. Each rank's log is found from its stdout/stderr when they go to a "

@@ -8,7 +8,7 @@ action that does not apply (no search, nothing to open) passes the key on to the
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult

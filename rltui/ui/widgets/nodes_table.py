@@ -16,8 +16,8 @@ from rltui.rankset import compact
 from rltui.redact import scrub_text
 from rltui.ui.messages import View
 from rltui.ui.widgets.cells import NOT_YET, Cell, set_title
-from rltui.units import age
 from rltui.ui.widgets.pane import Column, Row, TablePane
+from rltui.units import age
 
 _ORDER = {LOST: 0, CLOSED: 1, CONNECTING: 2, SLOW: 3, LIVE: 4}
 SKEW_SHOWN_S = 0.05  # below this a skew is noise from the measurement itself

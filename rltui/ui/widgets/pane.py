@@ -8,8 +8,8 @@ drawn, so one update costs the rows on screen, not the 512 ranks of the job.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult

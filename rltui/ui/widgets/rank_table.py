@@ -14,8 +14,8 @@ compare screen) and where it waits; red when the stacks show a hang and the rank
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from statistics import median
-from typing import Sequence
 
 from textual.binding import Binding
 
@@ -24,7 +24,7 @@ from rltui.diagnosis.stacktree import StackClass, short_name
 from rltui.diagnosis.stackview import class_label
 from rltui.model import DepartedRank, LogFileState, ProcInfo
 from rltui.ui.messages import View
-from rltui.ui.widgets.cells import set_title, NOT_YET, Cell, HistoryCursor, na, percent, spark
+from rltui.ui.widgets.cells import NOT_YET, Cell, HistoryCursor, na, percent, set_title, spark
 from rltui.ui.widgets.log_facts import SPARK_STEPS, LogIndex, eta, log_index, step_times
 from rltui.ui.widgets.log_view import OpenLog
 from rltui.ui.widgets.pane import Column, Row, TablePane

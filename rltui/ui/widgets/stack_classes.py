@@ -15,11 +15,19 @@ collective follows under it (``├╴``/``└╴``) with its ranks; such a row s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from rltui.diagnosis.stackview import (ClassRow, Pending, Side, StackView, fit_first, fit_frame,
-                                       members_text, pending_kinds)
+from rltui.diagnosis.stackview import (
+    ClassRow,
+    Pending,
+    Side,
+    StackView,
+    fit_first,
+    fit_frame,
+    members_text,
+    pending_kinds,
+)
 from rltui.rankset import compact
 from rltui.ui.themes import Palette
 from rltui.ui.widgets.cells import Cell

@@ -12,9 +12,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rltui.diagnosis.stackview import (DIFFER, KIND_TEXT, LEFT_ONLY, LINE, RIGHT_ONLY, SAME,
-                                       DiffRow, Side, StackDiff, StackView, fit_first,
-                                       fit_frame, member_text)
+from rltui.diagnosis.stackview import (
+    DIFFER,
+    KIND_TEXT,
+    LEFT_ONLY,
+    LINE,
+    RIGHT_ONLY,
+    SAME,
+    DiffRow,
+    Side,
+    StackDiff,
+    StackView,
+    fit_first,
+    fit_frame,
+    member_text,
+)
 from rltui.ui.themes import Palette
 from rltui.ui.widgets.cells import Cell
 from rltui.ui.widgets.stack_table import CELL_PADDING, StackPane

@@ -41,7 +41,7 @@ def _function_not_found(name: str):
 _nvmlGetFunctionPointer = _function_not_found if "gpustat" in sys.modules else None
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from tests.fakes import fake_pynvml
+from tests.fakes import fake_pynvml  # noqa: E402 - after the path it needs
 
 fake_pynvml.NVMLError = _real.NVMLError  # the fake raises the real classes (NotSupported, ...)
 _pids = [int(p) for p in os.environ.get("RLTUI_FAKE_GPU_PIDS", "").split(",") if p.strip()]

@@ -13,6 +13,7 @@ import os
 from urllib.parse import urlsplit
 
 from openai import AsyncOpenAI
+
 # imported with the module (the check's load step), not on a run's first call: the resource
 # modules are a large part of the SDK's import time
 from openai.resources.chat import completions as _chat_completions  # noqa: F401

@@ -6,17 +6,17 @@ import queue
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional
 
 AGENTS = Path(__file__).resolve().parent
 SERVER = AGENTS / "chat_server.py"
 
 
 @contextmanager
-def chat_server(api_key: Optional[str] = None,
-                requests: "Optional[queue.Queue[str]]" = None) -> Iterator[str]:
+def chat_server(api_key: str | None = None,
+                requests: queue.Queue[str] | None = None) -> Iterator[str]:
     """A running chat server; yields its base URL (``http://127.0.0.1:PORT/v1``). Waits on the
     line the server prints once it accepts connections, never on a clock. With ``requests``,
     each request's ``METHOD PATH`` is put on that queue as it arrives."""
@@ -37,7 +37,7 @@ def chat_server(api_key: Optional[str] = None,
         proc.wait()
 
 
-def _forward(stream, requests: "queue.Queue[str]") -> None:
+def _forward(stream, requests: queue.Queue[str]) -> None:
     for line in stream:
         if line.startswith("request "):
             requests.put(line.split(" ", 1)[1].strip())

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import sys
 
-import torch.distributed as dist
-
 import _rank
+import torch.distributed as dist
 
 
 class RewardClient:

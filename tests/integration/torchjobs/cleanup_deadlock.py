@@ -10,9 +10,8 @@ from __future__ import annotations
 import sys
 import traceback
 
-import torch.distributed as dist
-
 import _rank
+import torch.distributed as dist
 
 
 class Trainer:

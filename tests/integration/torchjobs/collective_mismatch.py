@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import sys
 
-import torch.distributed as dist
-
 import _rank
+import torch.distributed as dist
 
 
 class Trainer:

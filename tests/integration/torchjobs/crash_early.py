@@ -11,9 +11,8 @@ import os
 import sys
 import time
 
-import torch.distributed as dist
-
 import _rank
+import torch.distributed as dist
 
 
 def load_batch(step: int) -> None:

@@ -20,10 +20,9 @@ Flight Recorder dump once it stalled (``_flightrec``).
 
 from __future__ import annotations
 
-import torch.distributed as dist
-
 import _flightrec
 import _rank
+import torch.distributed as dist
 
 FAIL_STEP = 4  # steps 1..3 complete: the dumps hold completed collectives of both groups
 

@@ -17,10 +17,9 @@ from __future__ import annotations
 import os
 import sys
 
-from torch.distributed.debug import start_debug_server
-
 import _flightrec
 import _rank
+from torch.distributed.debug import start_debug_server
 
 
 def main() -> None:

@@ -13,10 +13,9 @@ dumped too, is the odd one out.
 
 from __future__ import annotations
 
-import torch.distributed as dist
-
 import _flightrec
 import _rank
+import torch.distributed as dist
 
 FAIL_STEP = 4  # steps 1..3 complete
 

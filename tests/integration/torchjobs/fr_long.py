@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import os
 
-import torch.distributed as dist
-
 import _flightrec
 import _rank
+import torch.distributed as dist
 
 
 class Trainer:

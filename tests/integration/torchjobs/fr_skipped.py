@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import threading
 
-import torch.distributed as dist
-
 import _flightrec
 import _rank
+import torch.distributed as dist
 
 FAIL_STEP = 4  # steps 1..3 complete
 BATCH = 8

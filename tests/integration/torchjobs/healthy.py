@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import time
 
+import _rank
 import torch
 import torch.distributed as dist
-
-import _rank
 
 PHASE_SECONDS = 0.8
 

@@ -6,9 +6,8 @@ stalled: the test dumps ranks 0..N-2 only, which all show the same stack.
 
 from __future__ import annotations
 
-import torch.distributed as dist
-
 import _rank
+import torch.distributed as dist
 
 
 class Trainer:
