@@ -31,6 +31,7 @@ from rltui.model import (
     StepRecord,
     ThreadStack,
 )
+from tests.importcheck import forbidden_loaded
 
 GPUS = Reading("gpus", 10.5, OK, GpuPoll(gpus=(GpuSample(
     0, "H100", "GPU-1", util=97.0, mem_used=1 << 30, mem_total=80 << 30,
@@ -432,13 +433,7 @@ def test_another_reading_over_the_limit_becomes_an_error_reading(monkeypatch):
 @pytest.mark.parametrize("module", ["rltui.agent.protocol", "rltui.agent.outbound",
                                     "rltui.cli.agent"])
 def test_pure_agent_modules_import_nothing_heavy(module):
-    code = ("import sys, json, importlib\n"
-            f"importlib.import_module({module!r})\n"
-            "print(json.dumps([m for m in ('textual', 'rich', 'pynvml', 'psutil', 'subprocess')"
-            " if m in sys.modules]))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
-    assert json.loads(out.stdout) == []
+    assert forbidden_loaded([module], ("textual", "rich", "pynvml", "psutil", "subprocess")) == []
 
 
 def test_no_agent_module_imports_textual():

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from tests.compat import tomllib
+from tests.importcheck import forbidden_loaded
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PYPROJECT = ROOT / "pyproject.toml"
@@ -45,19 +46,9 @@ def test_forbidden_modules_stay_out_at_run_time(contract):
     one itself, or an import by name at run time. Every module a forbidden contract names
     (packages with all their modules) is imported in one fresh interpreter, which must not
     hold a forbidden module afterwards."""
-    code = (
-        "import importlib, json, pkgutil, sys\n"
-        f"for name in {contract['source_modules']!r}:\n"
-        "    module = importlib.import_module(name)\n"
-        "    for info in pkgutil.walk_packages(getattr(module, '__path__', []), name + '.'):\n"
-        # a workflow's worker runs as a child process and sets it up on import
-        "        if not info.name.endswith(('.worker', '.__main__')):\n"
-        "            importlib.import_module(info.name)\n"
-        f"print(json.dumps([m for m in {contract['forbidden_modules']!r} if m in sys.modules]))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=ROOT, check=True)
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == [], contract["name"]
+    loaded = forbidden_loaded(contract["source_modules"], contract["forbidden_modules"],
+                              walk=True, cwd=str(ROOT))
+    assert loaded == [], contract["name"]
 
 
 def test_cli_help_does_not_import_textual_or_psutil():
