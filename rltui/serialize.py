@@ -177,6 +177,9 @@ def reading_from_data(data: Any, path: str = "$") -> model.Reading:
         return _reading(msgspec.convert(data, readings.union), readings.source_of)
     except msgspec.ValidationError as exc:
         raise ValueError(error_text(exc, path)) from None
+    except UnicodeError:  # a lone surrogate (a JSON escape) where msgspec needs the text
+        raise ValueError(f"{path}: a string that is not valid Unicode (a lone surrogate)") \
+            from None
 
 
 def reading_from_json(line: bytes | str, path: str = "$") -> model.Reading:

@@ -510,6 +510,8 @@ def _message(data: dict[str, Any]) -> Message | ProtocolError:
         msg = msgspec.convert(data, wire.union)
     except msgspec.ValidationError as exc:
         raise _Bad(error_text(exc, kind)) from None
+    except UnicodeError:  # a lone surrogate (a JSON escape) where msgspec needs the text
+        raise _Bad(f"{kind}: a string that is not valid Unicode (a lone surrogate)") from None
     t = _finite_time(msg.t, kind)
     if kind == "hello":
         return Hello(msg.host, t, msg.agent, msg.pid, msg.job, _sources(msg.sources, kind))
@@ -568,6 +570,9 @@ def decode_request(line: bytes) -> Request | ProtocolError:
         if text.startswith(("$.id", "$.op")) or op is None:
             return ProtocolError(BAD_FIELD, "request" + text[1:], rid)
         return ProtocolError(BAD_FIELD, op + text[1:], rid)
+    except UnicodeError:  # a lone surrogate (a JSON escape) where msgspec needs the text
+        return ProtocolError(BAD_FIELD, f"{op or 'request'}: a string that is not valid Unicode "
+                                        "(a lone surrogate)", rid)
     lines = request.lines
     if lines is not None and not 1 <= lines <= MAX_TAIL_LINES:
         return ProtocolError(BAD_FIELD, f"{request.op}.lines: {lines} is outside "

@@ -140,7 +140,8 @@ def _salvage(text: str, pos: int, dec: json.JSONDecoder) -> list:
 def _int(value: object) -> int | None:
     """A JSON integer as ``_DECODER`` gives it (bytes) or as ``json`` does (int); else None."""
     if value.__class__ is bytes:
-        return int(value)
+        # more digits than any id or line has: not a number here (int() refuses > 4300 digits)
+        return int(value) if len(value) <= 20 else None
     return value if isinstance(value, int) else None
 
 

@@ -30,6 +30,7 @@ from textual.theme import Theme
 
 import rltui
 from rltui.config import THEME_NAME, THEMES, themes_dir
+from rltui.sources import safeopen
 
 # Textual's colour-system keys a theme file may set.
 THEME_KEYS = ("primary", "secondary", "accent", "warning", "error", "success", "foreground",
@@ -289,8 +290,8 @@ def read_user_theme(path: Path) -> RltuiTheme:
         raise ThemeFileError(f"{where}: the name {path.stem!r} is not a theme name (letters, "
                              "digits, '-' and '_')")
     try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_THEME_BYTES + 1)
+        # never a FIFO (it would hold the start), a device or another user's planted link
+        raw = safeopen.read_bytes(path, MAX_THEME_BYTES + 1)
         text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ThemeFileError(f"{where}: cannot read: {exc}") from None

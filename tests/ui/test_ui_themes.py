@@ -232,3 +232,16 @@ def test_the_example_in_the_docs_is_a_working_theme(tmp_path):
     themes, problems = load_themes(tmp_path / "config.yaml")
     assert problems == [] and themes["sea"].palette.ranks[3] == "#ffffff"
     assert themes["sea"].palette.ok == themes["dark"].palette.ok
+
+
+def test_a_fifo_in_the_themes_folder_is_left_out_without_holding_the_start(tmp_path):
+    """A named pipe where a theme file should be: opened plainly it would block the app's start
+    until someone wrote to it; it is refused as not a regular file."""
+    import os
+    folder = tmp_path / "themes"
+    folder.mkdir()
+    os.mkfifo(folder / "pipe.yaml")
+    themes, problems = load_themes(tmp_path / "config.yaml")
+    assert set(themes) == {"dark", "light", "colorblind"}
+    assert any("pipe.yaml: cannot read" in p and "not a regular file" in p for p in problems), \
+        problems

@@ -450,3 +450,21 @@ def test_no_agent_module_imports_textual():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert json.loads(out.stdout) == []
+
+
+@pytest.mark.parametrize("line", [
+    rb'{"v":1,"type":"heartbeat","host":"h","t":"\udcff"}',  # a known type, a bad number
+    rb'{"v":1,"type":"newer-kind","host":"h","t":"\ud800"}',  # an unknown type's envelope
+])
+def test_a_lone_surrogate_is_a_bad_field_not_a_crash(line):
+    """Valid UTF-8 and valid JSON, but the escape decodes to a lone surrogate that msgspec
+    cannot take: one such line from a node once killed the host's reader thread."""
+    got = p.decode(line)
+    assert isinstance(got, p.ProtocolError) and got.kind == p.BAD_FIELD
+    assert "lone surrogate" in got.message
+
+
+def test_a_request_with_a_lone_surrogate_is_answered_as_a_bad_field():
+    got = p.decode_request(rb'{"v":1,"id":"x","op":"tail","lines":"\udcff"}')
+    assert isinstance(got, p.ProtocolError) and got.kind == p.BAD_FIELD
+    assert got.message.startswith("tail:") and got.id == "x"

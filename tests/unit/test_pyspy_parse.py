@@ -475,3 +475,14 @@ def test_deep_stacks_in_a_folder_are_bounded_as_alone(depth):
         frames = d.threads[0].frames
         assert frames == alone and len(frames) == KEEP_INNER + KEEP_OUTER + 1
         assert frames[KEEP_INNER].name == ELIDED
+
+
+def test_a_number_too_long_for_a_line_loses_that_field_not_the_file():
+    """py-spy never writes a 5,000-digit line number; int() refuses one (over 4,300 digits), and
+    once the whole file was lost to it. It reads as no number; the thread is kept."""
+    huge = "1" + "0" * 5000
+    text = ('[{"pid": 7, "thread_id": 1, "thread_name": "MainThread", "owns_gil": false, '
+            '"active": true, "frames": [{"name": "f", "filename": "a.py", "module": null, '
+            f'"short_filename": "a.py", "line": {huge}, "locals": null}}]}}]')
+    dumps = parse_json(text, "rank0.json")
+    assert [d.pid for d in dumps] == [7] and dumps[0].threads[0].frames[0].name == "f"

@@ -554,3 +554,10 @@ def test_a_registered_dataclass_payload_decodes(monkeypatch):
     with pytest.raises(ValueError, match=r"^\$\.payload\.items\[1\]: expected int, got str$"):
         reading_from_data({"source": "odd", "timestamp": 1, "payload": {"a": 1,
                                                                        "items": [1, "x"]}})
+
+
+def test_a_lone_surrogate_in_a_reading_names_the_reading():
+    import json as _json
+    data = _json.loads(r'{"source": "gpus", "timestamp": "\udcff"}')
+    with pytest.raises(ValueError, match=r"^line 3: a string that is not valid Unicode"):
+        serialize.reading_from_data(data, "line 3")
