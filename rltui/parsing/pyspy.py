@@ -49,6 +49,10 @@ _THREAD_KEYS = ("pid", "os_thread_id", "thread_id", "thread_name", "active", "ow
 _RAW_THREAD = itemgetter(*_THREAD_KEYS)
 _MISS = object()
 MAX_CACHED_FRAMES = 1 << 18  # raw frames kept as keys across a folder (~100 MB at most)
+# A name, file or module of a --json frame is cut here (py-spy writes paths and qualified names,
+# never this long), and a frame holding a longer one is not keyed in the cache: a folder of
+# hostile files keeps no more than that per frame, whatever each file's size.
+MAX_FIELD = 4096
 MAX_KEYED_DEPTH = 4 * (KEEP_INNER + KEEP_OUTER)  # a deeper stack is converted, not keyed
 
 
@@ -150,11 +154,22 @@ def _frame_of(name: object, short: object, full: object, line: object,
     filename = short if isinstance(short, str) and short else full
     if not isinstance(name, str) or not isinstance(filename, str):
         return None
+    if len(name) > MAX_FIELD or len(filename) > MAX_FIELD:
+        name, filename = _cut(name), _cut(filename)
     line = _int(line) if not isinstance(line, bool) else None
     line = line if line is not None and line > 0 else 0
-    module = module if isinstance(module, str) else ""
+    module = _cut(module) if isinstance(module, str) else ""
     return Frame(_intern(name), _intern(filename), line, _intern(module),
                  native=is_native(filename))
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_FIELD else text[:MAX_FIELD - 1] + "\u2026"
+
+
+def _long(key: tuple) -> bool:
+    """Whether a raw frame holds a string over MAX_FIELD (it is then converted, not kept)."""
+    return any(len(v) > MAX_FIELD for v in key if v.__class__ is str)
 
 
 def _json_frame(raw: object) -> Frame | None:
@@ -171,6 +186,8 @@ def _json_stack(raw_frames: list, cache: StackCache | None) -> tuple[Frame, ...]
         try:
             key = tuple(map(_RAW_FRAME, raw_frames))  # one C-level pass, no call per frame
             hit = cache.stacks.get(key)
+            if hit is None and any(map(_long, key)):  # only for a stack not seen yet
+                key = None
         except (KeyError, TypeError):  # a frame that is no py-spy frame, or odd values
             key = hit = None
         if hit is not None:

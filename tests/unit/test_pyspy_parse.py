@@ -486,3 +486,20 @@ def test_a_number_too_long_for_a_line_loses_that_field_not_the_file():
             f'"short_filename": "a.py", "line": {huge}, "locals": null}}]}}]')
     dumps = parse_json(text, "rank0.json")
     assert [d.pid for d in dumps] == [7] and dumps[0].threads[0].frames[0].name == "f"
+
+
+def test_a_huge_name_in_a_json_frame_is_cut_and_not_kept_in_the_folder_cache():
+    """A 1 MB function name (no py-spy writes one) is cut to MAX_FIELD in the frame, and its
+    raw stack is not kept as a cache key: a folder of such files keeps no more per file."""
+    from rltui.parsing.pyspy import MAX_FIELD, StackCache
+    name = "x" * (1 << 20)
+    text = json.dumps([{"pid": 7, "thread_id": 1, "thread_name": "MainThread",
+                        "owns_gil": False, "active": True,
+                        "frames": [{"name": name, "filename": "a.py", "module": None,
+                                    "short_filename": "a.py", "line": 3, "locals": None}]}])
+    cache = StackCache()
+    dumps, problems = parse_any(text, "rank0.json", cache)
+    assert problems == []
+    frame = dumps[0].threads[0].frames[0]
+    assert len(frame.name) == MAX_FIELD and frame.name.endswith("\u2026")
+    assert cache.stacks == {} and cache.kept == 0
