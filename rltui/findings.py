@@ -11,8 +11,9 @@ escaped in the text; the incident report through ``incident.write_report``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from rltui import report
 from rltui.model import Diagnosis, NodeSnapshot
@@ -22,8 +23,7 @@ if TYPE_CHECKING:
     from rltui.diagnosis.stacks import StackReport
 
 
-@dataclass(frozen=True)
-class Findings:
+class Findings(msgspec.Struct, frozen=True):
     snapshot: NodeSnapshot  # the node (or, across nodes, the merged job); the focused job's
     diagnosis: Diagnosis
     mode: str  # live | demo | replay | offline

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from rltui.model import DepartedRank, Job, LogFileState, NodeSnapshot, ProcInfo, StackPoll
+from rltui.model import DepartedRank, Job, LogFileState, NodeSnapshot, ProcInfo, StackPoll, replace
 
 LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0", "", "ip6-localhost"})
 _NAME = re.compile(r"[^A-Za-z0-9_.]+")

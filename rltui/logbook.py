@@ -7,17 +7,17 @@ arrival order, each tagged with a sequence number so the log pane can fetch only
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field, replace
 
-from rltui.model import OK, LogEvent, LogFileState, LogLine, LogPoll, LogUpdate, StepRecord
+import msgspec
+
+from rltui.model import OK, LogEvent, LogFileState, LogLine, LogPoll, LogUpdate, StepRecord, replace
 
 RECENT_STEPS = 64
 MAX_EVENTS = 200
 MAX_LINES = 20_000
 
 
-@dataclass(frozen=True, slots=True)
-class TaggedLine:
+class TaggedLine(msgspec.Struct, frozen=True):
     """A line of the merged view: which file and rank it came from, in arrival order."""
 
     seq: int
@@ -26,8 +26,7 @@ class TaggedLine:
     line: LogLine
 
 
-@dataclass
-class _File:
+class _File(msgspec.Struct):
     path: str
     status: str = OK
     message: str = ""
@@ -40,8 +39,8 @@ class _File:
     steps_seen: int = 0
     last_step: StepRecord | None = None
     total_steps: int | None = None
-    recent: deque[StepRecord] = field(default_factory=lambda: deque(maxlen=RECENT_STEPS))
-    events: deque[LogEvent] = field(default_factory=lambda: deque(maxlen=MAX_EVENTS))
+    recent: deque[StepRecord] = msgspec.field(default_factory=lambda: deque(maxlen=RECENT_STEPS))
+    events: deque[LogEvent] = msgspec.field(default_factory=lambda: deque(maxlen=MAX_EVENTS))
     last_line_arrival: float | None = None
     line_base_known: bool = True
     found: str = ""

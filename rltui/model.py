@@ -8,8 +8,9 @@ made-up zero.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 # Reading statuses: a failure outside is a state, never an exception.
 OK = "ok"
@@ -31,8 +32,18 @@ def severity_rank(severity: str) -> int:
         return -1
 
 
-@dataclass(frozen=True, slots=True)
-class Reading:
+def replace(value: Any, /, **changes: Any) -> Any:
+    """A copy of ``value`` with ``changes``: the model's types are msgspec Structs (built at
+    import many times faster than dataclasses, which a local run's start-up pays for every
+    class), other value types of the project are dataclasses. One call for both."""
+    if isinstance(value, msgspec.Struct):
+        return msgspec.structs.replace(value, **changes)
+    import dataclasses
+
+    return dataclasses.replace(value, **changes)
+
+
+class Reading(msgspec.Struct, frozen=True):
     """One poll of one source.
 
     ``source`` names the source kind ("gpus", "procs", ...); ``payload`` is that kind's value
@@ -48,8 +59,7 @@ class Reading:
     remedy: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class GpuProcess:
+class GpuProcess(msgspec.Struct, frozen=True):
     """A process that NVML reports on a GPU. ``pid`` is in NVML's (the host's) PID namespace."""
 
     pid: int
@@ -57,8 +67,7 @@ class GpuProcess:
     local: bool = True  # False: this PID does not exist in our PID namespace
 
 
-@dataclass(frozen=True, slots=True)
-class GpuSample:
+class GpuSample(msgspec.Struct, frozen=True):
     index: int
     name: str
     uuid: str
@@ -83,8 +92,7 @@ class GpuSample:
         return 100.0 * self.mem_used / self.mem_total
 
 
-@dataclass(frozen=True, slots=True)
-class GpuPoll:
+class GpuPoll(msgspec.Struct, frozen=True):
     """Payload of a "gpus" reading."""
 
     gpus: tuple[GpuSample, ...] = ()
@@ -94,8 +102,7 @@ class GpuPoll:
     foreign_pids: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class ProcInfo:
+class ProcInfo(msgspec.Struct, frozen=True):
     """One process of the watched job, as psutil and /proc show it."""
 
     pid: int
@@ -141,8 +148,7 @@ class ProcInfo:
         return self.state == "zombie"
 
 
-@dataclass(frozen=True, slots=True)
-class ProcPoll:
+class ProcPoll(msgspec.Struct, frozen=True):
     """Payload of a "procs" reading."""
 
     procs: tuple[ProcInfo, ...] = ()
@@ -150,8 +156,7 @@ class ProcPoll:
     denied: int = 0  # processes we could not inspect at all
 
 
-@dataclass(frozen=True, slots=True)
-class DepartedRank:
+class DepartedRank(msgspec.Struct, frozen=True):
     """A process of the job that was seen earlier and is gone (or a zombie) now."""
 
     pid: int
@@ -162,8 +167,7 @@ class DepartedRank:
     info: ProcInfo | None = None  # the process as last seen alive (GPU, role, log paths)
 
 
-@dataclass(frozen=True, slots=True)
-class Job:
+class Job(msgspec.Struct, frozen=True):
     """The processes of one training job on the node (or across nodes), told apart from the
     other jobs there (rltui.jobs). ``members`` name processes as (host, pid): pids repeat from
     node to node. Departed processes stay members: a job is followed by its processes, not by
@@ -186,8 +190,7 @@ class Job:
         return tuple(pid for _, pid in self.members)
 
 
-@dataclass(frozen=True, slots=True)
-class SourceState:
+class SourceState(msgspec.Struct, frozen=True):
     """What the header shows per source: status and the age of its last reading."""
 
     name: str
@@ -198,8 +201,7 @@ class SourceState:
     remedy: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class NodeSnapshot:
+class NodeSnapshot(msgspec.Struct, frozen=True):
     """Everything known about the node at ``timestamp`` ("now" for diagnosis)."""
 
     timestamp: float
@@ -234,8 +236,7 @@ class NodeSnapshot:
         return tuple(p for p in self.procs if not p.is_zombie)
 
 
-@dataclass(frozen=True, slots=True)
-class Symptom:
+class Symptom(msgspec.Struct, frozen=True):
     """A finding. ``id`` is a stable public string (see docs/symptoms.md)."""
 
     id: str
@@ -248,8 +249,7 @@ class Symptom:
     job: str = ""  # the id of the job it is about (rltui.jobs); "" when not one job's
 
 
-@dataclass(frozen=True, slots=True)
-class Incident:
+class Incident(msgspec.Struct, frozen=True):
     """Symptoms with one cause (rltui.diagnosis.incidents): the root cause first, what it led
     to after it. ``title`` says what happened ("rank 3 crashed (RuntimeError at
     trainer.py:130); ranks 0-2 wait for it in all_reduce")."""
@@ -264,12 +264,11 @@ class Incident:
     since: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Diagnosis:
+class Diagnosis(msgspec.Struct, frozen=True):
     timestamp: float
     verdict: str  # healthy | warning | critical
     symptoms: tuple[Symptom, ...] = ()  # most severe first
-    notes: tuple[str, ...] = field(default=())  # what could not be checked, and why
+    notes: tuple[str, ...] = msgspec.field(default=())  # what could not be checked, and why
     incidents: tuple[Incident, ...] = ()  # the symptoms grouped by cause, worst first
 
 
@@ -287,8 +286,7 @@ TRIAGE_METRICS = ("loss", "reward", "entropy", "grad_norm", "step_time", "throug
                   "response_length", "rollout_probs_diff")
 
 
-@dataclass(frozen=True, slots=True)
-class LogLine:
+class LogLine(msgspec.Struct, frozen=True):
     """One line as shown in the log pane: noise stripped (ANSI, tqdm redraws, prefixes)."""
 
     line_no: int  # 1-based line number in the file (since the last rotation/truncation)
@@ -298,8 +296,7 @@ class LogLine:
     cut: bool = False  # the line was longer than the limit and was cut
 
 
-@dataclass(frozen=True, slots=True)
-class StepRecord:
+class StepRecord(msgspec.Struct, frozen=True):
     """One training step as a log line reported it."""
 
     step: int
@@ -320,8 +317,7 @@ class StepRecord:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class LogEvent:
+class LogEvent(msgspec.Struct, frozen=True):
     """Something in a log that means something: a traceback, an OOM, a timeout, a banner.
 
     ``kind`` is one of: traceback, failure (AReaL "Training failed with exception"), cuda-oom,
@@ -346,8 +342,7 @@ class LogEvent:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class LogUpdate:
+class LogUpdate(msgspec.Struct, frozen=True):
     """One file's news in one poll of the log source."""
 
     path: str
@@ -372,16 +367,14 @@ class LogUpdate:
     truncated: bool = False  # this update ends a generation truncated in place (copytruncate)
 
 
-@dataclass(frozen=True, slots=True)
-class LogPoll:
+class LogPoll(msgspec.Struct, frozen=True):
     """Payload of a "logs" reading."""
 
     files: tuple[LogUpdate, ...] = ()
     unmatched: tuple[str, ...] = ()  # --log globs that match nothing (yet)
 
 
-@dataclass(frozen=True, slots=True)
-class LogFileState:
+class LogFileState(msgspec.Struct, frozen=True):
     """What the snapshot knows about one log file."""
 
     path: str
@@ -410,8 +403,7 @@ class LogFileState:
 # py-spy dumps of the job's processes, parsed into these values (rltui.parsing.pyspy) and grouped
 # STAT-style into equivalence classes (rltui.diagnosis.stacks).
 
-@dataclass(frozen=True, slots=True)
-class Frame:
+class Frame(msgspec.Struct, frozen=True):
     """One frame as py-spy reports it. ``line`` 0 means no line information."""
 
     name: str
@@ -421,8 +413,7 @@ class Frame:
     native: bool = False  # a C/C++ frame (py-spy --native)
 
 
-@dataclass(frozen=True, slots=True)
-class ThreadStack:
+class ThreadStack(msgspec.Struct, frozen=True):
     thread_id: int
     name: str = ""  # thread name ("MainThread"); empty when py-spy had none
     status: str = "unknown"  # idle | active | active+gil | unknown
@@ -439,8 +430,7 @@ ANONYMOUS_PID = 1 << 40
 CRASHED = "crashed"
 
 
-@dataclass(frozen=True, slots=True)
-class ProcessDump:
+class ProcessDump(msgspec.Struct, frozen=True):
     """One process's stacks at one moment, from a live dump or a saved file."""
 
     pid: int
@@ -458,8 +448,7 @@ class ProcessDump:
     role: str = ""  # what the text said the process is: a Ray actor, "sglang scheduler TP3"
 
 
-@dataclass(frozen=True, slots=True)
-class StackPoll:
+class StackPoll(msgspec.Struct, frozen=True):
     """Payload of a "stacks" reading: one round of py-spy dumps over the job's processes.
 
     The reading's status sums the round up: ``ok`` when at least one process was dumped,
@@ -478,8 +467,7 @@ class StackPoll:
 
 # -- PyTorch's Flight Recorder ----------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class FrEntry:
+class FrEntry(msgspec.Struct, frozen=True):
     """One collective (or point-to-point op) as a rank's Flight Recorder recorded it.
 
     ``group`` is the process group's name ("0" is the default group), ``desc`` its description
@@ -508,8 +496,7 @@ class FrEntry:
     timeout_ms: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class FrGroupState:
+class FrGroupState(msgspec.Struct, frozen=True):
     """A group's counters in one rank's dump (``pg_status``; -1: none yet). They count the
     group's ops (``op_id``: send/recv included), not its collectives' sequence ids."""
 
@@ -519,8 +506,7 @@ class FrGroupState:
     last_completed: int = -1
 
 
-@dataclass(frozen=True, slots=True)
-class FrGroup:
+class FrGroup(msgspec.Struct, frozen=True):
     """A process group as ``pg_config`` describes it; ``ranks`` empty when the dump does not
     say (gloo's dumps never do)."""
 
@@ -529,8 +515,7 @@ class FrGroup:
     ranks: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class FrDump:
+class FrDump(msgspec.Struct, frozen=True):
     """One rank's Flight Recorder dump: where it came from and what it holds.
 
     ``entries`` are the records the diagnosis reads, oldest first: among the newest ones
@@ -553,8 +538,7 @@ class FrDump:
     host: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class FrPoll:
+class FrPoll(msgspec.Struct, frozen=True):
     """Payload of a "flight_recorder" reading: the dumps read, what could not be read, and
     whether the ranks record at all (``enabled``: True/False from their environment, None
     when unknown)."""

@@ -15,13 +15,15 @@ verdict, and ``stacks`` is the worst job's hang report.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from rltui import jobs as joblib
 from rltui.diagnosis import diagnose, hangs, notes_of, ranks, verdict_of
 from rltui.diagnosis.thresholds import Thresholds
-from rltui.model import Diagnosis, Job, NodeSnapshot, Reading, severity_rank
+from rltui.model import Diagnosis, Job, NodeSnapshot, Reading, replace, severity_rank
 from rltui.snapshot import DEFAULT_HISTORY, History, Tracker
 
 if TYPE_CHECKING:
@@ -30,8 +32,7 @@ if TYPE_CHECKING:
 UNCLAIMED = ""  # the key of the evidence no job claims (saved files, logs naming no writer)
 
 
-@dataclass(frozen=True)
-class JobView:
+class JobView(msgspec.Struct, frozen=True):
     """One job as its own watcher sees it (``job`` None: the evidence no job claims, or the
     whole node when no job is found)."""
 

@@ -22,8 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable
 from typing import Any
 
+import msgspec
+
+from rltui.model import replace
 from rltui.redact import scrub_text
 
 # C0 and C1 controls and DEL, plus the bidirectional overrides that reorder what a reader sees.
@@ -69,16 +73,20 @@ def scrub(obj: Any) -> Any:
         if all(a is b for a, b in zip(items, obj)):
             return obj
         return type(obj)(*items) if hasattr(obj, "_fields") else items
+    if isinstance(obj, msgspec.Struct):  # the model's value types
+        return _scrub_fields(obj, obj.__struct_fields__)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        changed = {}
-        for f in dataclasses.fields(obj):
-            if not f.init:
-                continue
-            value = getattr(obj, f.name)
-            new = scrub(value)
-            if new is not value:
-                changed[f.name] = new
-        return dataclasses.replace(obj, **changed) if changed else obj
+        return _scrub_fields(obj, [f.name for f in dataclasses.fields(obj) if f.init])
     if isinstance(obj, (frozenset, set)):
         return type(obj)(scrub(v) for v in obj)
     return obj
+
+
+def _scrub_fields(obj: Any, names: Iterable[str]) -> Any:
+    changed = {}
+    for name in names:
+        value = getattr(obj, name)
+        new = scrub(value)
+        if new is not value:
+            changed[name] = new
+    return replace(obj, **changed) if changed else obj

@@ -1,12 +1,12 @@
 """Model value types to and from plain JSON data (recordings, ``--json`` output).
 
-Generic over the frozen dataclasses in ``rltui.model``: fields are read from the type hints, so a
+Generic over the frozen msgspec Structs in ``rltui.model``: fields are read from the type hints, so a
 field added to a model type is serialised without touching this module. Decoding is tolerant of
 unknown keys (a newer writer) and of missing ones (defaults), and strict about types: a value it
 cannot build raises ``ValueError`` that names the field and where it is
 (``line 7.payload.procs[3].rank: expected int | null, got str``).
 
-Decoding is msgspec's: it builds the model's dataclasses from their type hints in C. A reading
+Decoding is msgspec's: it builds the model's Structs from their type hints in C. A reading
 is a tagged union on its ``source``: one msgspec Struct per registered payload type
 (``PAYLOAD_TYPES``), so a reading's payload is decoded into its model type in the same pass,
 straight from the JSON bytes (``reading_from_json``) or from data already parsed
@@ -50,6 +50,8 @@ def register_payload(source: str, cls: type) -> None:
 
 def to_data(value: Any) -> Any:
     """Dataclasses, tuples and dicts to JSON-ready data (dataclasses become dicts)."""
+    if isinstance(value, msgspec.Struct):
+        return {name: to_data(getattr(value, name)) for name in value.__struct_fields__}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: to_data(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, (list, tuple)):
@@ -65,10 +67,10 @@ def _unknown(value: Any) -> Any:
     raise TypeError(type(value).__name__)
 
 
-# The model's dataclasses: their fields hold only what msgspec writes as ``to_data`` does (no sets
+# The model's Structs: their fields hold only what msgspec writes as ``to_data`` does (no sets
 # to sort, no dicts with keys to turn into strings; a test holds the model to that).
 MODEL_TYPES = frozenset(v for v in vars(model).values()
-                        if isinstance(v, type) and dataclasses.is_dataclass(v))
+                        if isinstance(v, type) and issubclass(v, msgspec.Struct))
 
 
 def reading_to_data(reading: model.Reading) -> dict[str, Any]:

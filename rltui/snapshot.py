@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from rltui import model
 from rltui.jobs import JobNames, group, missing_from_world
@@ -26,6 +26,7 @@ from rltui.model import (
     Reading,
     SourceState,
     StackPoll,
+    replace,
 )
 
 DEFAULT_HISTORY = 600

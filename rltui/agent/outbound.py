@@ -14,11 +14,10 @@ then events) until it fits, with a note. Any other source's oversized reading is
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 from rltui import units
 from rltui.agent.protocol import MAX_LINE, TOO_LONG, ProtocolError, ReadingMessage, encode, line_of
-from rltui.model import ERROR, LogPoll, LogUpdate, Reading
+from rltui.model import ERROR, LogPoll, LogUpdate, Reading, replace
 from rltui.scrub import scrub
 
 TRIMMED = "older lines not sent: the update was over the 8 MiB line limit"

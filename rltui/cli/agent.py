@@ -77,7 +77,7 @@ def _bundle(args: argparse.Namespace, main_cli):
     settings, _ = main_cli.load_settings(args)
     match, pids = main_cli.source_args(args)
     if args.no_stacks:
-        from dataclasses import replace
+        from rltui.model import replace
         settings = replace(settings, pyspy=replace(settings.pyspy, interval=0))
     from rltui.sources.bundle import live_bundle
     bundle = live_bundle(settings, match, pids, main_cli.log_globs(args))

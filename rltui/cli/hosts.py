@@ -22,11 +22,11 @@ import json
 import shlex
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rltui.cli.common import EXIT_FOUND, EXIT_OK, UsageError, invocation, write_incident
+from rltui.model import replace
 
 if TYPE_CHECKING:
     from rltui.remote.feed import Feed

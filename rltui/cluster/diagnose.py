@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
 
 from rltui.cluster.view import (
     CONNECTING,
@@ -32,7 +31,7 @@ from rltui.cluster.view import (
 from rltui.diagnosis import diagnose, hangs, verdict_of
 from rltui.diagnosis.stacks import StackReport, classify, symptoms
 from rltui.diagnosis.thresholds import Thresholds
-from rltui.model import Diagnosis, NodeSnapshot, StackPoll, Symptom, severity_rank
+from rltui.model import Diagnosis, NodeSnapshot, StackPoll, Symptom, replace, severity_rank
 from rltui.rankset import label
 from rltui.redact import scrub_text
 

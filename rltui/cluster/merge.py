@@ -16,7 +16,7 @@ merged view (counted as processes without a rank) and the duplicate is reported.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
 from rltui.cluster import ranks as rank_rules
@@ -37,6 +37,7 @@ from rltui.model import (
     NodeSnapshot,
     ProcInfo,
     SourceState,
+    replace,
 )
 from rltui.rankset import label
 from rltui.remote.hostlist import compress

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from rltui.cluster import merge as merging
@@ -38,7 +37,7 @@ from rltui.diagnosis import diagnose, flightrec
 from rltui.diagnosis.hangs import departed_pids
 from rltui.diagnosis.stacks import StackReport, classify
 from rltui.diagnosis.thresholds import Thresholds
-from rltui.model import Diagnosis, NodeSnapshot, Reading, StackPoll
+from rltui.model import Diagnosis, NodeSnapshot, Reading, StackPoll, replace
 from rltui.monitor import Monitor
 
 HOST_HISTORY = 32

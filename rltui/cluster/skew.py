@@ -11,9 +11,7 @@ then true ages on this machine, whatever the node's clock says.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from rltui.model import LogPoll, ProcPoll, Reading, StackPoll
+from rltui.model import LogPoll, ProcPoll, Reading, StackPoll, replace
 
 
 def _t(value: float | None, d: float) -> float | None:

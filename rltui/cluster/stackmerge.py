@@ -17,11 +17,10 @@ heard from is not what they do now.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 from rltui.cluster.view import NodeView
 from rltui.diagnosis.hangs import departed_pids, samples, still_here
-from rltui.model import ProcessDump, StackPoll
+from rltui.model import ProcessDump, StackPoll, replace
 from rltui.rankset import label
 
 

@@ -10,16 +10,16 @@ only what its files say.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
+
+import msgspec
 
 from rltui.model import DepartedRank, LogEvent, LogFileState, NodeSnapshot
 
 ERRORS = ("traceback", "cuda-oom", "failure", "nccl-timeout", "engine-oom")
 
 
-@dataclass(frozen=True, slots=True)
-class Exit:
+class Exit(msgspec.Struct, frozen=True):
     rank: int | None
     pid: int
     code: int | None = None  # exit code; torchrun reports a signal as its negative number

@@ -20,11 +20,12 @@ report, which says so. Without Flight Recorder data nothing changes.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
 from typing import Any
 
+import msgspec
+
 from rltui.diagnosis import stacks as st
-from rltui.model import OK, Frame, FrDump, FrEntry, FrPoll
+from rltui.model import OK, Frame, FrDump, FrEntry, FrPoll, replace
 from rltui.rankset import label
 
 CROSS_GROUP = "cross-group-order"
@@ -64,8 +65,7 @@ TURN_ON = ("Turn on PyTorch's Flight Recorder for the next run: TORCH_FR_BUFFER_
            "reads the dumps by itself, or with --flight-recorder 'PATH*'.")
 
 
-@dataclass(frozen=True, slots=True)
-class RankInGroup:
+class RankInGroup(msgspec.Struct, frozen=True):
     rank: int
     last_completed: int = -1  # sequence id; -1 none
     last_enqueued: int = -1
@@ -77,8 +77,7 @@ class RankInGroup:
     has_dump: bool = True
 
 
-@dataclass(frozen=True, slots=True)
-class GroupView:
+class GroupView(msgspec.Struct, frozen=True):
     group: str
     desc: str
     ranks: tuple[int, ...]
@@ -90,8 +89,7 @@ class GroupView:
         return group_name(self.group, self.desc)
 
 
-@dataclass(frozen=True, slots=True)
-class FrFinding:
+class FrFinding(msgspec.Struct, frozen=True):
     kind: str
     ranks: tuple[int, ...]
     groups: tuple[str, ...]
@@ -99,8 +97,7 @@ class FrFinding:
     suspects: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class FrAnalysis:
+class FrAnalysis(msgspec.Struct, frozen=True):
     dumps: tuple[FrDump, ...]
     groups: tuple[GroupView, ...]
     findings: tuple[FrFinding, ...]

@@ -13,14 +13,13 @@ job, owned by the monitor): the UI evaluates every second, the stacks change eve
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rltui import units
 from rltui.diagnosis import flightrec
 from rltui.diagnosis import logs as log_rules
 from rltui.diagnosis.thresholds import Thresholds
-from rltui.model import DepartedRank, NodeSnapshot, ProcessDump, StackPoll, Symptom
+from rltui.model import DepartedRank, NodeSnapshot, ProcessDump, StackPoll, Symptom, replace
 
 if TYPE_CHECKING:
     from rltui.diagnosis.stacks import StackReport

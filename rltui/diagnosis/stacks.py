@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
 from typing import Any
+
+import msgspec
 
 from rltui.diagnosis.stacktree import (
     CLEANUP_OPS,
@@ -39,7 +40,7 @@ from rltui.diagnosis.stacktree import (
     same_place,
     short_name,
 )
-from rltui.model import CRASHED, Frame, ProcessDump, Symptom
+from rltui.model import CRASHED, Frame, ProcessDump, Symptom, replace
 from rltui.rankset import compact, label
 
 CLEANUP_DEADLOCK = "hang-cleanup-deadlock"
@@ -56,8 +57,7 @@ UNCLEAR = "unclear"  # one sample, no rank in a recognised wait, or a rank with 
 EMPTY = "empty"  # no stacks at all
 
 
-@dataclass(frozen=True, slots=True)
-class StackReport:
+class StackReport(msgspec.Struct, frozen=True):
     verdict: str
     pattern: str | None  # "A" | "B" | "C" | None
     symptom_id: str | None

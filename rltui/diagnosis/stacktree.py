@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from operator import attrgetter
+
+import msgspec
 
 from rltui.model import OK, Frame, ProcessDump, ThreadStack
 from rltui.parsing.pyspy import ELIDED, trim_path
@@ -348,23 +349,21 @@ def pids_of(members: Iterable[int]) -> tuple[int, ...]:
     return tuple(sorted(-1 - m for m in members if m < 0))
 
 
-@dataclass(slots=True)
-class StackNode:
+class StackNode(msgspec.Struct):
     """One frame of the merged tree; ``members`` went through it (ranks, or ``-1 - pid``).
     Read-only once built: nodes that the same classes pass through share one set."""
 
     frame: Frame | None  # None for the virtual root
     fid: int
-    members: set[int] = field(default_factory=set)
-    children: list[StackNode] = field(default_factory=list)
+    members: set[int] = msgspec.field(default_factory=set)
+    children: list[StackNode] = msgspec.field(default_factory=list)
 
     @property
     def ranks(self) -> tuple[int, ...]:
         return ranks_of(self.members)
 
 
-@dataclass(frozen=True, slots=True)
-class StackClass:
+class StackClass(msgspec.Struct, frozen=True):
     """Ranks whose thread of interest has the same path (by function and file)."""
 
     members: tuple[int, ...]
@@ -423,8 +422,7 @@ class StackClass:
         return self.op_index is not None
 
 
-@dataclass(slots=True)
-class StackTree:
+class StackTree(msgspec.Struct):
     root: StackNode
     classes: tuple[StackClass, ...]
     paths: dict[int, tuple[int, ...]]  # member -> fid path, root first
@@ -432,8 +430,8 @@ class StackTree:
     chosen: dict[int, ThreadStack | None]
     unreadable: tuple[ProcessDump, ...] = ()  # timeout/denied/error: alive, but no stack
     exited: tuple[int, ...] = ()  # members whose dump says the process died meanwhile
-    interner: Interner = field(default_factory=Interner)
-    kpaths: dict[int, tuple[int, ...]] = field(default_factory=dict)  # member -> kid path
+    interner: Interner = msgspec.field(default_factory=Interner)
+    kpaths: dict[int, tuple[int, ...]] = msgspec.field(default_factory=dict)  # member -> kid path
     duplicates: tuple[int, ...] = ()  # members dumped more than once (the last dump counts)
 
     @property

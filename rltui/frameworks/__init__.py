@@ -17,8 +17,9 @@ This package imports only the standard library and ``rltui.model``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
+
+import msgspec
 
 from rltui.frameworks import (
     areal,
@@ -103,8 +104,7 @@ def format_names() -> tuple[str, ...]:
 
 # -- process titles ---------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class ProcessRole:
+class ProcessRole(msgspec.Struct, frozen=True):
     """What a process title or Ray actor name says of the process.
 
     ``framework``: the registry name ("sglang", "vllm", "verl", "ray", ...); ``role``: the

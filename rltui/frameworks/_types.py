@@ -8,16 +8,16 @@ them through the registry and never names a framework itself.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 # A config reader handed to a framework's own functions: dotted key -> the value the job runs
 # with (its config, else the framework's documented default), None when unknown.
 Getter = Callable[[str], Any]
 
 
-@dataclass(frozen=True, slots=True)
-class StepFormat:
+class StepFormat(msgspec.Struct, frozen=True):
     """One way a framework prints a training step.
 
     ``name`` is the log format rltui reports (``LogFileState.format``); several frameworks may
@@ -37,8 +37,7 @@ class StepFormat:
     joins_wraps: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class TitlePattern:
+class TitlePattern(msgspec.Struct, frozen=True):
     """A process title or Ray actor name and the role it stands for.
 
     ``pattern`` is matched (``re.fullmatch``) against a title with surrounding space removed; its
@@ -51,16 +50,14 @@ class TitlePattern:
     source: str
 
 
-@dataclass(frozen=True, slots=True)
-class Default:
+class Default(msgspec.Struct, frozen=True):
     value: Any  # may be an interpolation "${other.key}", resolved by the OOM engine
     source: str  # the file in the framework's repository that documents it
     fallback: str | None = None  # when the value is None the framework uses this key's value
     note: str = ""
 
 
-@dataclass(frozen=True)
-class ConfigFacts:
+class ConfigFacts(msgspec.Struct, frozen=True):
     """Where a framework's config lives and what it defaults to.
 
     ``drivers``: a regex searched in each command-line argument that is not a flag or an
@@ -76,15 +73,14 @@ class ConfigFacts:
     style: str = ""  # "hydra" (key=value overrides + a --config-name file) or "yaml" (--config)
     default_config_name: str | None = None  # Hydra's config name when none is given
     model_path_keys: tuple[str, ...] = ()
-    defaults: Mapping[str, Default] = field(default_factory=dict)
-    aliases: Mapping[str, str] = field(default_factory=dict)  # name in use -> the key read
+    defaults: Mapping[str, Default] = msgspec.field(default_factory=dict)
+    aliases: Mapping[str, str] = msgspec.field(default_factory=dict)  # name in use -> the key read
     # The framework's own start-up checks: (getter) -> one sentence per failed rule.
     check: Callable[[Getter], list[str]] | None = None
     where: str = ""  # in words, for docs/frameworks.md
 
 
-@dataclass(frozen=True, slots=True)
-class PhaseRule:
+class PhaseRule(msgspec.Struct, frozen=True):
     """A traceback frame that names the phase of the RL step: the frame's function is one of
     ``funcs`` and its file holds one of ``paths`` (``()``: any path). ``phase`` is an OOM phase,
     or "update" (forward or backward, decided by the inner frames). ``stage`` orders the rules:
@@ -100,8 +96,7 @@ class PhaseRule:
     generic: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class LogMarker:
+class LogMarker(msgspec.Struct, frozen=True):
     """A log line a phase prints while it runs (``phase``), or once it is done (``phase`` None).
     ``own``: a fuzzy marker that only counts when the job is known to be this framework."""
 
@@ -113,8 +108,7 @@ class LogMarker:
     own: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class TaskRule:
+class TaskRule(msgspec.Struct, frozen=True):
     """A Ray task whose class name holds ``cls`` and whose method is one of ``methods``
     (``()``: any): the phase and role it stands for."""
 
@@ -125,8 +119,7 @@ class TaskRule:
     what: str
 
 
-@dataclass(frozen=True)
-class PhaseFacts:
+class PhaseFacts(msgspec.Struct, frozen=True):
     """What tells the phase of an OOM: frames, source-line calls, Ray tasks, log markers."""
 
     rules: tuple[PhaseRule, ...] = ()
@@ -138,8 +131,7 @@ class PhaseFacts:
     drives: bool = False  # runs the RL loop: its frames and Ray tasks name what the job did
 
 
-@dataclass(frozen=True, slots=True)
-class Knob:
+class Knob(msgspec.Struct, frozen=True):
     """One OOM suggestion: a config key, how to change it, why, and what it costs.
 
     ``action`` names a proposal in ``rltui.diagnosis.oom.suggest.ACTIONS`` ("halve",
@@ -157,8 +149,7 @@ class Knob:
     also: tuple[tuple[str, Any], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class StallCheck:
+class StallCheck(msgspec.Struct, frozen=True):
     """A setting that makes the loop wait: ``test`` "equals" or "at-most" ``limit``. ``text`` may
     use {value} and {default} (``default_text`` when the value is the documented default)."""
 
@@ -178,8 +169,7 @@ class StallCheck:
         return self.text.format(value=value, default=self.default_text if is_default else "")
 
 
-@dataclass(frozen=True)
-class OomFacts:
+class OomFacts(msgspec.Struct, frozen=True):
     """The framework's OOM playbook: knobs per phase, most direct first, and how to apply them.
 
     ``knobs`` maps an OOM phase (and "unknown") to its knobs. ``dynamic_key``: the switch under
@@ -190,7 +180,7 @@ class OomFacts:
     keys when the reference model failed. ``estimate``: (getter, phase, role) -> the memory
     estimate's settings."""
 
-    knobs: Mapping[str, tuple[Knob, ...]] = field(default_factory=dict)
+    knobs: Mapping[str, tuple[Knob, ...]] = msgspec.field(default_factory=dict)
     dynamic_key: str | None = None
     seq_keys: tuple[str, str] | None = None
     exclusive: tuple[str, str, str] | None = None
@@ -201,8 +191,7 @@ class OomFacts:
     stalls: tuple[StallCheck, ...] = ()  # settings that make rollout wait (the config doctor)
 
 
-@dataclass(frozen=True)
-class Framework:
+class Framework(msgspec.Struct, frozen=True):
     """Everything rltui knows of one framework. Fields left empty mean "nothing known"."""
 
     name: str  # the id used in JSON and on the command line

@@ -19,12 +19,11 @@ together with any such prefix still on the line.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import time
 from collections.abc import Sequence
 
-from rltui.model import LogEvent
+from rltui.model import LogEvent, replace
 from rltui.parsing import distfail, noise, oom
 from rltui.parsing import tracebacks as tb
 from rltui.parsing.lazyre import LazyPattern
@@ -299,7 +298,7 @@ class EventReader:
                    held.rank, out)
         for i in range(first, len(out)):
             if out[i].end_line == held.start:
-                out[i] = dataclasses.replace(out[i], end_line=held.end)
+                out[i] = replace(out[i], end_line=held.end)
         for pending in (*self._watch.values(), *self._ray.values()):
             if pending.end == held.start:
                 pending.end = held.end
@@ -450,7 +449,7 @@ class EventReader:
         fields["agent_line"] = True
         fields["agent_line_no"] = agent.start
         summary = distfail.child_summary(fields) + (" (cut off)" if fields.get("truncated") else "")
-        return dataclasses.replace(event, kind="child-failed", summary=summary[:300],
+        return replace(event, kind="child-failed", summary=summary[:300],
                                    time=event.time if event.time is not None else agent.time,
                                    fields=tuple(fields.items()))
 

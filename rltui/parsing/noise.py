@@ -9,7 +9,8 @@ a tqdm bar sharing the line).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 from rltui.parsing import transport
 
@@ -49,8 +50,7 @@ _LINENO = transport.LINENO
 _PDSH = re.compile(r"(?:\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost): ")
 
 
-@dataclass(frozen=True, slots=True)
-class Cleaned:
+class Cleaned(msgspec.Struct, frozen=True):
     """A log line as the framework printed it, plus what the wrappers said about it."""
 
     text: str

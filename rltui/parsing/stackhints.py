@@ -10,7 +10,8 @@ one such line; ``title_info`` reads a process title or command line for its rank
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 from rltui.frameworks import process_role
 
@@ -38,8 +39,7 @@ _SEP_WORDS = frozenset({"rank", "pid", "global", "local", "localrank", "dump", "
                         "thread", "threads"})
 
 
-@dataclass(frozen=True, slots=True)
-class Marker:
+class Marker(msgspec.Struct, frozen=True):
     """What a line between dumps says. ``kind``: ``next`` (the next dump is rank/pid),
     ``section`` (everything until the next section is rank ``rank``), ``start`` (a faulthandler
     dump begins; ``fatal`` when the process is dying), ``count`` (the next stack stands for

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass, field, replace
 
-from rltui.model import ANONYMOUS_PID, CRASHED, ERROR, Frame, ProcessDump, ThreadStack
+import msgspec
+
+from rltui.model import ANONYMOUS_PID, CRASHED, ERROR, Frame, ProcessDump, ThreadStack, replace
 from rltui.parsing import stackframes as sf
 from rltui.parsing import stackhints as hints
 from rltui.parsing.transport import Peeled, peel
@@ -92,8 +93,7 @@ def _frame(line: str) -> tuple[str, str, int] | None:
     return sf.split_frame("    " + s.rstrip())
 
 
-@dataclass(slots=True)
-class _Hint:
+class _Hint(msgspec.Struct):
     rank: int | None = None
     pid: int | None = None
     title: str = ""
@@ -101,16 +101,15 @@ class _Hint:
     section: bool = False  # a debug-server section: applies to everything until the next one
 
 
-@dataclass(slots=True)
-class _Dump:
+class _Dump(msgspec.Struct):
     pid: int | None
     command: str = ""
     python: str = ""
     rank: int | None = None
     role: str = ""
     faulthandler: bool = False
-    threads: list[ThreadStack] = field(default_factory=list)
-    tids: set[int] = field(default_factory=set)
+    threads: list[ThreadStack] = msgspec.field(default_factory=list)
+    tids: set[int] = msgspec.field(default_factory=set)
     sink: sf.FrameSink | None = None
     thread: tuple[int, str, str] | None = None
     expect_cmd: bool = False
@@ -141,14 +140,13 @@ class _Dump:
         return self.sink is not None and not self.sink.inner and not self.sink.outer
 
 
-@dataclass(slots=True)
-class _Channel:
+class _Channel(msgspec.Struct):
     """One writer's lines: its dump in progress, the dumps sharing its next frame block (a
     condensed paste), and the hint of its last separator."""
 
     key: tuple
     cur: _Dump | None = None
-    shared: list[_Dump] = field(default_factory=list)
+    shared: list[_Dump] = msgspec.field(default_factory=list)
     hint: _Hint | None = None
     count: tuple[int, int] | None = None  # (processes, line) of a "6 processes are in:" line
     fatal: tuple[str, int] | None = None  # (text, line) of a "Fatal Python error: ..." line

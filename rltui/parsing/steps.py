@@ -15,8 +15,9 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from rltui.frameworks import step_formats
 from rltui.model import LOG_FORMATS, TRIAGE_METRICS, StepRecord
@@ -59,8 +60,7 @@ CUSTOM_SCAN = 4096
 _AREAL_PATIENCE = 64  # lines without table progress before a pending AReaL step is given up
 
 
-@dataclass(frozen=True, slots=True)
-class CustomParser:
+class CustomParser(msgspec.Struct, frozen=True):
     """A user regex with named groups: ``step`` (required), ``total``, ``time``, metrics."""
 
     name: str

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+
+import msgspec
 
 _MAX_PREFIXES = 8  # prefixes nest (time stamp, compose service, Ray, rank); more is not a chain
 
@@ -70,8 +71,7 @@ _SRUN = re.compile(r" {0,5}(?P<n>\d{1,6}): ")
 _HOST = re.compile(r"(?P<host>[A-Za-z][\w.-]{0,62}): ")
 
 
-@dataclass(frozen=True, slots=True)
-class Peeled:
+class Peeled(msgspec.Struct, frozen=True):
     """A line without what carried it, and what the carriers said."""
 
     text: str

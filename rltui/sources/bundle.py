@@ -13,10 +13,10 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from rltui.model import Reading
+from rltui.model import Reading, replace
 from rltui.sources.base import Source, guarded_poll
 from rltui.sources.record import Recorder
 from rltui.sources.replay import Player, Scenario

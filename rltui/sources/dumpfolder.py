@@ -15,10 +15,9 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
 from pathlib import Path
 
-from rltui.model import OK, ProcessDump, Reading, StackPoll
+from rltui.model import OK, ProcessDump, Reading, StackPoll, replace
 from rltui.parsing.pyspy import read_folder_entries
 from rltui.sources import safeopen
 

@@ -20,10 +20,9 @@ import glob
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 
-from rltui.model import ERROR, OK, UNAVAILABLE, FrDump, FrPoll, ProcInfo, Reading
+from rltui.model import ERROR, OK, UNAVAILABLE, FrDump, FrPoll, ProcInfo, Reading, replace
 from rltui.parsing.flightrec import (
     MAX_WHOLE_BYTES,
     dump_paths_from_env,

@@ -30,10 +30,19 @@ import os
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from functools import partial
 
-from rltui.model import DENIED, ERROR, OK, UNAVAILABLE, LogLine, LogPoll, LogUpdate, Reading
+from rltui.model import (
+    DENIED,
+    ERROR,
+    OK,
+    UNAVAILABLE,
+    LogLine,
+    LogPoll,
+    LogUpdate,
+    Reading,
+    replace,
+)
 from rltui.parsing.elastic_error import MAX_TEXT as MAX_ERROR_FILE
 from rltui.parsing.elastic_error import error_file_event
 from rltui.parsing.events import EventReader

@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rltui.diagnosis.oom.report import find_oom
 from rltui.diagnosis.oom.types import JobConfig
 from rltui.frameworks import FRAMEWORKS, config_frameworks
-from rltui.model import LogEvent, LogFileState, NodeSnapshot, ProcInfo
+from rltui.model import LogEvent, LogFileState, NodeSnapshot, ProcInfo, replace
 
 BEFORE_LINES = 60  # log lines before the OOM that the phase reader may look at
 MAX_MODEL_CONFIG = 1 << 20

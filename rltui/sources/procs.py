@@ -18,12 +18,12 @@ import re
 import stat
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import psutil
 
 from rltui.jobs import ties
-from rltui.model import DENIED, ERROR, OK, ProcInfo, ProcPoll, Reading
+from rltui.model import DENIED, ERROR, OK, ProcInfo, ProcPoll, Reading, replace
 from rltui.parsing.procinfo import (  # noqa: F401 - re-exported for callers and tests
     DEBUG_ENV,
     ENGINES,

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from rltui.model import Reading
 from rltui.serialize import reading_from_json
 
@@ -32,8 +34,7 @@ class ScenarioError(ValueError):
     """A scenario folder that cannot be played; the message says why and where."""
 
 
-@dataclass(frozen=True)
-class Scenario:
+class Scenario(msgspec.Struct, frozen=True):
     path: str
     meta: dict[str, Any]
     readings: tuple[Reading, ...]

@@ -41,7 +41,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import psutil
 
@@ -56,6 +56,7 @@ from rltui.model import (
     ProcInfo,
     Reading,
     StackPoll,
+    replace,
 )
 from rltui.sources.base import reading
 from rltui.units import MIB

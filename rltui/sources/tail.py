@@ -30,8 +30,9 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from itertools import repeat
+
+import msgspec
 
 from rltui.model import DENIED, ERROR, OK, UNAVAILABLE
 from rltui.sources import safeopen
@@ -61,8 +62,7 @@ Generation = tuple[tuple[int, int], bytes, int, bytes, int]
 Known = Callable[[int, os.stat_result], "tuple[str, Generation | None] | None"]
 
 
-@dataclass(frozen=True, slots=True)
-class TailRead:
+class TailRead(msgspec.Struct, frozen=True):
     """What one ``read()`` found. ``lines`` are consecutive complete lines, oldest first.
 
     ``reset``: this read starts a new file (rotation, truncation, recreation); its line numbers
@@ -76,7 +76,7 @@ class TailRead:
 
     status: str
     message: str = ""
-    lines: list[TailLine] = field(default_factory=list)
+    lines: list[TailLine] = msgspec.field(default_factory=list)
     reset: bool = False
     size: int | None = None
     line_base_known: bool = True

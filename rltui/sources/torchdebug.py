@@ -13,9 +13,8 @@ import html
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
-from rltui.model import ERROR, OK, UNAVAILABLE, ProcessDump, Reading, StackPoll
+from rltui.model import ERROR, OK, UNAVAILABLE, ProcessDump, Reading, StackPoll, replace
 from rltui.parsing.stacktext import read as read_stacks
 from rltui.sources.flightrec import fetch_text
 

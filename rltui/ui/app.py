@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from textual.worker import Worker, WorkerState
 from rltui.config import Settings, save_theme
 from rltui.incident import default_folder
 from rltui.logbook import LogBook
-from rltui.model import Diagnosis, NodeSnapshot
+from rltui.model import Diagnosis, NodeSnapshot, replace
 from rltui.monitor import Monitor
 from rltui.sources.bundle import Bundle
 from rltui.ui.commands import RltuiCommands

@@ -8,7 +8,6 @@ colours match), the same stylesheet and help screen, and ``StacksScreen`` as its
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from textual.app import App
@@ -17,6 +16,7 @@ from textual.screen import Screen
 
 from rltui.diagnosis.stacks import StackReport
 from rltui.diagnosis.thresholds import Thresholds
+from rltui.model import replace
 from rltui.ui.screens.help import HelpScreen
 from rltui.ui.screens.stacks import SourceLines, StacksScreen
 from rltui.ui.themes import RltuiTheme, ThemeVariables, load_themes, next_theme, palette_of

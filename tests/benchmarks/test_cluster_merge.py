@@ -13,8 +13,6 @@ ingests a new round object, so nothing is reused from the previous run's classif
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from rltui.cluster import ClusterMonitor
@@ -34,6 +32,7 @@ from rltui.model import (
     StackPoll,
     StepRecord,
     ThreadStack,
+    replace,
 )
 from tests.benchmarks.test_stacks_merge import _kind, _path  # the same four stacks
 

@@ -68,7 +68,7 @@ def test_fold_with_grouping(benchmark):
 
 @pytest.mark.benchmark(group="jobs")
 def test_partition_into_every_job(benchmark):
-    from dataclasses import replace
+    from rltui.model import replace
     snap = replace(_tracker().snapshot(2.0), logs=LOGS)
     lens = jobs.Lens()
 

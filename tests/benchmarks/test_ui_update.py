@@ -10,11 +10,10 @@ benchmarks): ``pytest --benchmark-only -p no:randomly tests/benchmarks/test_ui_u
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from textual.geometry import Region
 
 from rltui.config import Cadence, Settings
+from rltui.model import replace
 from rltui.ui import build_app
 from rltui.ui.messages import ReadingArrived
 from tests.fakes.scenarios import big_readings

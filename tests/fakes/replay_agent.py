@@ -25,13 +25,12 @@ import os
 import select
 import sys
 import time
-from dataclasses import replace
 
 from rltui.agent import protocol
 from rltui.agent.outbound import reading_lines
 from rltui.agent.protocol import Bye, Heartbeat, Hello, Reply
 from rltui.cluster.skew import to_local
-from rltui.model import LogPoll, ProcPoll, Reading, StackPoll
+from rltui.model import LogPoll, ProcPoll, Reading, StackPoll, replace
 from rltui.sources.replay import load
 
 

@@ -9,7 +9,6 @@ bundle for the app.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 
 from rltui.model import (
@@ -26,6 +25,7 @@ from rltui.model import (
     ProcPoll,
     Reading,
     StepRecord,
+    replace,
 )
 from rltui.sources import replay
 from rltui.sources.bundle import Bundle, replay_bundle

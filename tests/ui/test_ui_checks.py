@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from dataclasses import replace
 
 import pytest
 
 from rltui.checks.workflow.form import workflow_form
+from rltui.model import replace
 from rltui.ui.screens.check import CheckScreen
 from rltui.ui.screens.text import TextScreen
 from tests.fakes.agents.harness import AGENTS, chat_server, write_jsonl

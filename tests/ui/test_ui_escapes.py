@@ -5,11 +5,10 @@ secrets. The tables and the log pane draw them escaped and scrubbed, never raw."
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 
 from rltui.config import Cadence, Settings
 from rltui.diagnosis.thresholds import Thresholds
-from rltui.model import OK, LogLine, LogPoll, LogUpdate, ProcPoll, Reading
+from rltui.model import OK, LogLine, LogPoll, LogUpdate, ProcPoll, Reading, replace
 from rltui.ui import build_app
 from tests.fakes.scenarios import proc
 from tests.fakes.sources import FakeSource, live_bundle

@@ -9,11 +9,10 @@ look at every changed SVG before keeping it."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from rltui.diagnosis.stackview import Side
+from rltui.model import replace
 from rltui.ui.screens.flightrec import FlightRecorderScreen
 from rltui.ui.screens.stacks import StacksScreen
 from rltui.ui.stacks_app import build_stacks_app

@@ -331,7 +331,7 @@ async def test_eta_is_blank_without_a_total(replay_app, tmp_path):
         key = next(k for k in table.row_keys if cell(table, k, "rank").text == "1")
         assert cell(table, key, "eta").text == "6m35s"
         # the same view, its logs not knowing the total, shown by the pane
-        from dataclasses import replace
+        from rltui.model import replace
         view = app.latest
         logs = tuple(replace(log, total_steps=None) for log in view.snapshot.logs)
         app.main_screen.ranks.show(replace(view, snapshot=replace(view.snapshot, logs=logs)))

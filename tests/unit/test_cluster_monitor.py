@@ -7,8 +7,6 @@ may confuse a pid of one node with the same pid on another.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from rltui.agent import protocol
@@ -31,6 +29,7 @@ from rltui.model import (
     StackPoll,
     StepRecord,
     ThreadStack,
+    replace,
 )
 from rltui.remote.status import StreamStatus
 from tests.fakes.scenarios import saved_dumps

@@ -229,9 +229,7 @@ def test_moving_stacks_are_not_overruled_by_an_old_dump():
 
 
 def test_pattern_c_without_a_recorder_says_how_to_turn_it_on():
-    from dataclasses import replace
-
-    from rltui.model import NodeSnapshot, ProcInfo
+    from rltui.model import NodeSnapshot, ProcInfo, replace
     stacks = classify([[waiting(r) for r in range(4)]] * 2)
     snap = NodeSnapshot(timestamp=0.0, procs=(ProcInfo(pid=1, rank=0, debug_env=(
         ("NCCL_DEBUG", "INFO"),)),))

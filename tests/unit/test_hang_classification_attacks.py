@@ -8,8 +8,6 @@ happens and what should.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from rltui.diagnosis.hangs import absent_ranks, stack_report
@@ -28,6 +26,7 @@ from rltui.model import (
     Reading,
     StackPoll,
     ThreadStack,
+    replace,
 )
 from rltui.parsing.pyspy import KEEP_INNER, KEEP_OUTER, parse_any
 from rltui.snapshot import Tracker

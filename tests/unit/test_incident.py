@@ -119,7 +119,7 @@ def test_default_folder_names_host_and_time_safely():
 
 
 def test_symptom_evidence_and_notes_are_scrubbed_too():
-    from dataclasses import replace
+    from rltui.model import replace
     base = _inputs()
     leaky = replace(base.diagnosis.symptoms[0], evidence=(
         "rank 2's last error: HTTPError 401 for https://user:hunter2@hub.example/x",))
@@ -131,7 +131,7 @@ def test_symptom_evidence_and_notes_are_scrubbed_too():
 
 
 def test_saved_dumps_add_no_py_spy_command():
-    from dataclasses import replace
+    from rltui.model import replace
     base = _inputs()
     poll = replace(base.snapshot.stacks[-1], command="saved dumps in dumps/", trigger="saved")
     assert incident.stack_commands(replace(base.snapshot, stacks=(poll,))) == []

@@ -294,5 +294,5 @@ def test_many_untied_processes_group_in_linear_time():
 
 
 def replace_create(p: ProcInfo, t: float) -> ProcInfo:
-    from dataclasses import replace
+    from rltui.model import replace
     return replace(p, create_time=t)

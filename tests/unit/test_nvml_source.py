@@ -3,7 +3,6 @@ binding on a node without a driver."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rltui.model import DENIED, ERROR, OK, UNAVAILABLE, GpuProcess
+from rltui.model import DENIED, ERROR, OK, UNAVAILABLE, GpuProcess, replace
 from rltui.sources.nvml import NvmlSource
 from tests.fakes import fake_pynvml as fk
 from tests.fakes.fake_pynvml import FakeDevice, FakeNvml, FakeProcess, healthy
@@ -76,7 +75,7 @@ def test_one_field_not_supported_on_one_device(key, cleared):
     reading = make(FakeNvml(devices)).poll()
     assert reading.status == OK and reading.message == ""
     gpus = reading.payload.gpus
-    assert gpus[3] == dataclasses.replace(baseline[3], **cleared)
+    assert gpus[3] == replace(baseline[3], **cleared)
     assert gpus[:3] + gpus[4:] == baseline[:3] + baseline[4:]
 
 
@@ -104,7 +103,7 @@ def test_failed_device_becomes_an_error_sample(fail, error):
     assert reading.status == OK
     lost = reading.payload.gpus[5]
     assert lost.error == error
-    empty = dataclasses.replace(lost, util=None, mem_util=None, mem_used=None, mem_total=None,
+    empty = replace(lost, util=None, mem_util=None, mem_used=None, mem_total=None,
                                 power_w=None, power_limit_w=None, temperature_c=None,
                                 sm_clock_mhz=None, throttle_reasons=None, ecc_errors=None,
                                 processes=())

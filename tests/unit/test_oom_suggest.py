@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import shlex
 import shutil
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from rltui.diagnosis.oom.estimate import ModelShape
 from rltui.diagnosis.oom.needs import need_for
 from rltui.diagnosis.oom.suggest import ALLOC_ENV, HALF, Context, _set, patch, suggest
 from rltui.diagnosis.oom.types import JobConfig, OomNumbers, OomPhase
+from rltui.model import replace
 from rltui.sources.jobconfig import load_job_config
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

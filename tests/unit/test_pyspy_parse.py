@@ -503,3 +503,52 @@ def test_a_huge_name_in_a_json_frame_is_cut_and_not_kept_in_the_folder_cache():
     frame = dumps[0].threads[0].frames[0]
     assert len(frame.name) == MAX_FIELD and frame.name.endswith("\u2026")
     assert cache.stacks == {} and cache.kept == 0
+
+
+# -- py-spy's own output and everything else read alike -------------------------------------------
+
+PYSPY_JSON = sorted(p for p in STACKS.rglob("*.json")
+                    if p.parent.name != "bad" and '"frames"' in p.read_text())
+
+
+@pytest.mark.parametrize("path", PYSPY_JSON, ids=lambda p: str(p.relative_to(STACKS)))
+def test_py_spy_output_reads_the_same_as_already_decoded_json(path):
+    """py-spy's own --json text takes a schema-checked decoder; the same document decoded
+    elsewhere (``parse_json`` of a list) takes the general reader. Both give the same dumps."""
+    text = path.read_text()
+    assert parse_json(text, source=path.name) == parse_json(json.loads(text), source=path.name)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False)
+    | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                max_size=3),
+    max_leaves=8)
+FRAME = st.fixed_dictionaries(
+    {"name": st.sampled_from(["f", "g", "Trainer.step"]),
+     "filename": st.sampled_from(["/x/a.py", "b.py"]),
+     "line": st.integers(-3, 2**31)},
+    optional={"module": st.none() | st.text(max_size=3), "short_filename": st.none() | st.just("a.py"),
+              "locals": JSON_VALUES})
+THREAD = st.fixed_dictionaries(
+    {"frames": st.lists(FRAME, max_size=4)},
+    optional={"pid": st.integers(0, 2**40) | st.none(), "thread_id": st.integers(0, 2**63 - 1),
+              "os_thread_id": st.integers(0, 2**31) | st.none(),
+              "thread_name": st.none() | st.text(max_size=4), "active": st.booleans(),
+              "owns_gil": st.booleans()})
+
+
+@given(st.lists(THREAD, min_size=1, max_size=4))
+@settings(max_examples=200, deadline=None)
+def test_any_well_formed_document_reads_the_same_both_ways(threads):
+    assert parse_json(json.dumps(threads), "f") == parse_json(threads, "f")
+
+
+@given(st.lists(THREAD | JSON_VALUES, min_size=1, max_size=3).map(json.dumps))
+@settings(max_examples=200, deadline=None)
+def test_a_document_off_the_schema_never_raises_from_the_folder_reader(text):
+    """Values of other types, integers past 64 bits, objects among the threads: the schema
+    refuses them and the general reader says what it skipped."""
+    dumps, problems = parse_any(text, "f")
+    assert dumps or problems

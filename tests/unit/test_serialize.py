@@ -7,6 +7,7 @@ import json
 import typing
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -294,11 +295,11 @@ def _recorded(path):
 
 
 def _model_values(value):
-    """Every dataclass value inside ``value``, nested ones included."""
-    if dataclasses.is_dataclass(value):
+    """Every model value (a msgspec Struct) inside ``value``, nested ones included."""
+    if isinstance(value, msgspec.Struct):
         yield value
-        for f in dataclasses.fields(value):
-            yield from _model_values(getattr(value, f.name))
+        for name in value.__struct_fields__:
+            yield from _model_values(getattr(value, name))
     elif isinstance(value, tuple):
         for item in value:
             yield from _model_values(item)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from rltui import model
-from rltui.model import GpuPoll, GpuSample, NodeSnapshot, ProcInfo, ProcPoll, Reading
+from rltui.model import GpuPoll, GpuSample, NodeSnapshot, ProcInfo, ProcPoll, Reading, replace
 from rltui.snapshot import History, Tracker
 
 

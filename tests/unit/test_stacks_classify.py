@@ -7,7 +7,6 @@ real stacks (py-spy 0.4 on Python 3.11 names methods ``Class.method``).
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -27,7 +26,7 @@ from rltui.diagnosis.stacks import (
     symptoms,
 )
 from rltui.diagnosis.stacktree import choose_thread, comm_tier, merge, trim_path
-from rltui.model import Frame, ProcessDump, ThreadStack
+from rltui.model import Frame, ProcessDump, ThreadStack, replace
 from rltui.parsing.pyspy import KEEP_INNER, KEEP_OUTER, parse_text, read_folder_entries
 
 SITE = "/opt/env/lib/python3.11/site-packages/"

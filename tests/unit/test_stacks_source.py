@@ -13,14 +13,13 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import psutil
 import pytest
 
 from rltui.config import PySpy
-from rltui.model import DENIED, ERROR, OK, TIMEOUT, UNAVAILABLE, ProcInfo
+from rltui.model import DENIED, ERROR, OK, TIMEOUT, UNAVAILABLE, ProcInfo, replace
 from rltui.sources import stacks
 from rltui.sources.stacks import (
     CLOSING,

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from rltui.checks.rollout.compare import Generation
@@ -47,6 +47,7 @@ from rltui.checks.rollout.httpclient import (
 )
 from rltui.checks.rollout.inputs import PreparedSample
 from rltui.checks.rollout.responses import READERS, BadResponse
+from rltui.model import replace
 from rltui.redact import redact_url
 
 # Sent with every OpenAI-style request: standard fields every server takes.

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from rltui.checks.rollout.compare import Generation
+from rltui.model import replace
 
 # How far below the best alternative a chosen token's log-prob may be and still count as the
 # argmax (rounding in the server's own log-softmax).

@@ -17,7 +17,6 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Any
 
 from rltui.checks.dataset import DatasetError, SkippedLine, load_dataset
@@ -38,6 +37,7 @@ from rltui.checks.rollout.reference_hf import HFReference, ReferenceError
 from rltui.checks.rollout.report import RolloutReport, SampleResult, SideResult
 from rltui.checks.rollout.spec import RolloutSpec, SpecError
 from rltui.checks.rollout.verify import refusal
+from rltui.model import replace
 from rltui.redact import scrub_text
 
 PHASE = "rollout"

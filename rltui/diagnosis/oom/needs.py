@@ -9,13 +9,13 @@ is the estimate of the config as it is, for the report.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from rltui.diagnosis.oom import frameworks
 from rltui.diagnosis.oom.estimate import ModelShape, estimate
 from rltui.diagnosis.oom.types import JobConfig, OomNumbers, OomPhase
 from rltui.frameworks import by_name
+from rltui.model import replace
 
 
 def settings_for(config: JobConfig, values: Mapping[str, Any], phase: OomPhase,

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from rltui import units
 from rltui.diagnosis.oom import frameworks
 from rltui.diagnosis.oom.types import JobConfig, OomNumbers, OomPhase, Suggestion
 from rltui.frameworks import Knob, OomFacts, by_name
+from rltui.model import replace
 
 SEARCH_LIMIT = 64  # smaller values tried for a batch size the framework rejects
 FRAGMENTED_SHARE = 0.1  # reserved-but-unallocated above this share of the GPU is fragmentation

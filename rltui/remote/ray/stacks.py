@@ -14,7 +14,6 @@ import re
 import shlex
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
 from urllib.parse import quote_plus
 
 from rltui.model import (
@@ -27,6 +26,7 @@ from rltui.model import (
     ProcInfo,
     Reading,
     StackPoll,
+    replace,
 )
 from rltui.parsing.pyspy import DumpParseError, parse_text
 from rltui.redact import scrub_text

@@ -11,14 +11,13 @@ from __future__ import annotations
 import threading
 from collections import deque
 from concurrent.futures import wait
-from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
 from rltui.cluster.merge import log_poll_on_host
 from rltui.cluster.monitor import ClusterMonitor
 from rltui.logbook import LogBook
-from rltui.model import LogPoll, Reading
+from rltui.model import LogPoll, Reading, replace
 from rltui.ui.drivers import Driver
 from rltui.ui.messages import DriverCall, View
 
