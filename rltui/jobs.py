@@ -342,26 +342,49 @@ def _name_of(p: ProcInfo, launcher: ProcInfo | None) -> str:
     return p.role or p.name or "job"
 
 
+def whole_world_here(procs: Sequence[ProcInfo]) -> int | None:
+    """The job's WORLD_SIZE when its live ranks say the whole world runs on this node, else None.
+
+    WORLD_SIZE alone cannot tell: on a multi-node job the other ranks are on other nodes, not
+    missing (ranks 4-5 of 8 here would otherwise report 0-3 and 6-7). The world is here when
+    every live rank says LOCAL_WORLD_SIZE == WORLD_SIZE (torchrun, on one node), or, where no
+    rank sets LOCAL_WORLD_SIZE (ranks started by hand: ``RANK=$i WORLD_SIZE=3 python ...``),
+    when they meet at a loopback rendezvous (``MASTER_ADDR=127.0.0.1``, ``localhost``): a rank
+    on another node could not reach it, so every rank of the job runs here."""
+    ranked = [p for p in procs if p.rank is not None and not p.is_zombie]
+    if not ranked:
+        return None
+    worlds = {p.world_size for p in ranked}
+    if len(worlds) != 1 or None in worlds:
+        return None
+    world = worlds.pop()
+    if world is None or world > MAX_WORLD:
+        return None
+    local_worlds = {p.local_world_size for p in ranked}
+    if local_worlds == {world}:
+        return world
+    if local_worlds == {None} and all(_loopback_rendezvous(p) for p in ranked):
+        return world
+    return None
+
+
+def _loopback_rendezvous(p: ProcInfo) -> bool:
+    """The rank meets its peers at a loopback address (127.0.0.0/8, ``localhost``, ``::1``)."""
+    if master(p) is None:
+        return False
+    addr = _clean(p.env("MASTER_ADDR") or "").lower()
+    return addr in LOOPBACK or addr.startswith("127.")
+
+
 def missing_from_world(procs: Sequence[ProcInfo], now: float,
                        known: set[int | None]) -> list[DepartedRank]:
     """Ranks a single-node job should have but does not, even if never seen. ``procs``: one
-    job's processes (never several jobs': their ranks would hide each other's gaps).
-
-    Only when every live process says the whole world lives on this node (LOCAL_WORLD_SIZE ==
-    WORLD_SIZE). WORLD_SIZE alone cannot tell: on a multi-node job the other ranks are on other
-    nodes, not missing (ranks 4-5 of 8 here would otherwise report 0-3 and 6-7).
-    """
-    ranked = [p for p in procs if p.rank is not None and not p.is_zombie]
-    if not ranked:
+    job's processes (never several jobs': their ranks would hide each other's gaps). Only when
+    the whole world runs on this node (whole_world_here)."""
+    world = whole_world_here(procs)
+    if world is None:
         return []
-    worlds = {p.world_size for p in ranked}
-    local_worlds = {p.local_world_size for p in ranked}
-    if len(worlds) != 1 or None in worlds:
-        return []
-    world = worlds.pop()
-    if local_worlds != {world} or world is None or world > MAX_WORLD:
-        return []
-    present = {p.rank for p in ranked}
+    present = {p.rank for p in procs if p.rank is not None and not p.is_zombie}
     return [DepartedRank(pid=0, rank=r, last_seen=0.0, gone_since=now,
                          reason="missing from WORLD_SIZE")
             for r in range(world) if r not in present and r not in known]

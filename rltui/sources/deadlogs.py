@@ -190,13 +190,16 @@ def _actor_class(err_path: str) -> str | None:
 
 
 def _ranks_here(ranked: list[ProcInfo]) -> list[int]:
-    """The ranks this node should run: the whole world on a single-node job, else this node's
-    block (RANK - LOCAL_RANK onwards, LOCAL_WORLD_SIZE of them). The other nodes' ranks are
-    not missing here (their files may well be beside these, on a shared filesystem)."""
+    """The ranks this node should run: the whole world on a single-node job (as rltui.jobs
+    tells one: LOCAL_WORLD_SIZE == WORLD_SIZE, or ranks started by hand at a loopback
+    rendezvous), else this node's block (RANK - LOCAL_RANK onwards, LOCAL_WORLD_SIZE of them).
+    The other nodes' ranks are not missing here (their files may well be beside these, on a
+    shared filesystem)."""
+    world = joblib.whole_world_here(ranked)
+    if world is not None and world <= logplaces.MAX_RANKS:
+        return list(range(world))
     for p in ranked:
-        world, local_world = p.world_size, p.local_world_size
-        if world is not None and local_world == world and world <= logplaces.MAX_RANKS:
-            return list(range(world))
+        local_world = p.local_world_size
         if p.local_rank is not None and local_world and local_world <= logplaces.MAX_RANKS \
                 and p.rank is not None and p.rank >= p.local_rank:
             base = p.rank - p.local_rank

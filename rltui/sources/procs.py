@@ -516,16 +516,27 @@ def _fold_helpers(infos: list[ProcInfo]) -> list[ProcInfo]:
 
 # A process that claims a rank but started this long after its job's other ranks did.
 ORPHAN_LATE_S = 2.0
+# A child forked from a rank starts at least this long after it: the rank had imported torch
+# and joined its process group first (seconds; ranks started together start within
+# milliseconds of each other).
+FORKED_AFTER_S = 0.5
 
 
 def orphaned_helpers(infos: list[ProcInfo]) -> set[int]:
     """Helpers that outlived their rank: a DataLoader worker (or any child forked after the
     process group was made) keeps the rank's environment, RANK included, and its sockets; when
-    the rank dies it is re-parented to init and would read as that rank alive, at the stack the
-    rank had when it forked. It is one when its parent is init while the job's other ranks
-    (same job tie: the rendezvous, else the run id, Slurm step or Ray job, as rltui.jobs ties
-    them) share a live parent, and it started after all of them. Ranks re-parented together
-    (their launcher died) have no such parent and are kept."""
+    the rank dies it is re-parented (to init, or to a subreaper) and would read as that rank
+    alive, at the stack the rank had when it forked. Among the job's ranks (same job tie: the
+    rendezvous, else the run id, Slurm step or Ray job, as rltui.jobs ties them) a process
+    claiming a rank none of the others claims is one
+
+    * when its parent is init while the others share a live parent, and it started
+      ``ORPHAN_LATE_S`` after all of them; or
+    * whatever the parents (ranks started by hand from a shell that has exited are all
+      init's), when it was forked (_forked_late): one thread, where each of the others runs
+      the threads of its process group.
+
+    Ranks re-parented together (their launcher died) are kept."""
     # processes sharing any tie are one job (a verl rank 0 may show the Ray job but no
     # rendezvous, its peers both): ties joined transitively, as rltui.jobs joins them
     bucket_of: dict[str, int] = {}
@@ -550,6 +561,7 @@ def orphaned_helpers(infos: list[ProcInfo]) -> set[int]:
     for ranked in buckets.values():
         parented = [p for p in ranked if p.ppid not in (None, 0, 1)]
         parents = {p.ppid for p in parented}
+        out |= _forked_late(ranked)
         if len(parents) != 1 or len(parented) == len(ranked):
             continue
         started = [p.create_time for p in parented if p.create_time is not None]
@@ -561,3 +573,26 @@ def orphaned_helpers(infos: list[ProcInfo]) -> set[int]:
                     and any(o.rank == p.rank for o in parented) is False:
                 out.add(p.pid)
     return out
+
+
+def _forked_late(ranked: list[ProcInfo]) -> set[int]:
+    """The helpers among one job's ranks told by how they were made, not by their parents
+    (which cannot tell them when every rank was re-parented to init, its shell gone, or when
+    the helper went to a subreaper). A rank that joined its process group runs the backend's
+    threads (gloo's workers, NCCL's watchdog) and a child forked from it only the thread that
+    forked it. So a helper runs one thread, its parent is init or no other rank's, and it
+    started ``FORKED_AFTER_S`` after every rank that runs several, claiming a rank none of
+    them claims. The start-time margin alone is thin: the fork comes when its rank has
+    imported torch and joined its group, 2.8 s after it started in one of three runs of
+    tests/integration/torchjobs/crash_early.py, against ORPHAN_LATE_S's 2 s. A rank started
+    late by hand has joined its group, and has its threads, by the time anyone looks."""
+    forked = {p.pid for p in ranked if p.num_threads == 1 and p.create_time is not None
+              and (p.ppid in (0, 1) or sum(o.ppid == p.ppid for o in ranked) == 1)}
+    joined = [p for p in ranked if p.pid not in forked and not p.is_zombie]
+    if not forked or not joined or any(p.create_time is None or (p.num_threads or 0) < 2
+                                       for p in joined):
+        return set()
+    last = max(p.create_time or 0.0 for p in joined)
+    claimed = {p.rank for p in ranked if p.pid not in forked}
+    return {p.pid for p in ranked if p.pid in forked and p.rank not in claimed
+            and (p.create_time or 0.0) > last + FORKED_AFTER_S}

@@ -6,22 +6,32 @@ own evidence, not from when rltui started.
   traceback while the others wait for it in all_reduce; its orphaned helper process (forked
   before it died, holding its sockets, with RANK in its environment) still runs;
 * torchrun with ``--log-dir`` and ``--redirects``: a rank raised, torchrun stopped the job and
-  printed its failure summary; what is left is the log folder and the launcher's output.
+  printed its failure summary; what is left is the log folder and the launcher's output;
+* the same crash launched by hand from a shell, ``for i in 0 1 2; do RANK=$i ... python
+  crash_early.py > logs/rank$i.log 2>&1 & done``: no launcher, no LOCAL_WORLD_SIZE, or the
+  shell gone and every process re-parented to init, its helper included.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.integration.test_torch_hangs import (  # noqa: F401 - fixtures
+    DEADLINE,
     JOBS,
+    LIFETIME,
     TorchJob,
+    free_port,
     needs_torch,
     pyspy_can_attach,
     wait_for_frame,
@@ -75,6 +85,90 @@ def test_a_rank_that_crashed_before_rltui_started_is_found_with_its_log(request,
     assert 2 not in {r["rank"] for r in doc["ranks"] if r["state"] != "zombie"
                      and r["job"] == ours["id"]}, doc["ranks"]
     assert ours["ranks"] == [0, 1] and ours["world_size"] == 3
+    assert code == 1
+
+
+# How people start a job without a launcher: one shell line, a log per rank. The shell records
+# each rank's pid for the test only. "waits": the shell stays (it waits for its ranks), no
+# LOCAL_WORLD_SIZE, only stderr in the log, in a folder named after the job. "gone": the line as
+# given, LOCAL_WORLD_SIZE included, from a shell that has exited: every process is init's.
+HAND_LAUNCHED = {
+    "waits": ("mkdir -p logs-crash_early; for i in 0 1 2; do RANK=$i WORLD_SIZE=3 LOCAL_RANK=$i "
+              "MASTER_ADDR=127.0.0.1 MASTER_PORT={port} {python} {script} "
+              "2> logs-crash_early/rank$i.log & echo $! > pids/$i; done; wait",
+              "logs-crash_early"),
+    "gone": ("mkdir -p logs; for i in 0 1 2; do RANK=$i WORLD_SIZE=3 LOCAL_RANK=$i "
+             "LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT={port} {python} {script} "
+             "> logs/rank$i.log 2>&1 & echo $! > pids/$i; done",
+             "logs"),
+}
+
+
+def _pid_of(path: Path) -> int:
+    """The pid the shell wrote for a rank (it writes it as soon as it starts the rank)."""
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline:
+        text = path.read_text() if path.exists() else ""
+        if text.endswith("\n") and text.strip().isdigit():  # the whole line, not a part
+            return int(text)
+        time.sleep(0.05)
+    pytest.fail(f"the shell never wrote {path}")
+
+
+@needs_torch
+@pytest.mark.parametrize("shell", sorted(HAND_LAUNCHED))
+def test_a_hand_launched_job_s_crashed_rank_is_found_with_its_log(request, tmp_path, shell):
+    line, folder = HAND_LAUNCHED[shell]
+    (tmp_path / "pids").mkdir()
+    env = dict(os.environ, TORCHJOB_LIFETIME=str(LIFETIME), OMP_NUM_THREADS="1",
+               PYTHONWARNINGS="ignore", PYTHONUNBUFFERED="1")
+    for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "TORCHJOB_PARENT"):
+        env.pop(key, None)
+    with open(tmp_path / "terminal.out", "w") as terminal:
+        sh = subprocess.Popen(
+            ["bash", "-c", line.format(port=free_port(), python=shlex.quote(sys.executable),
+                                       script=shlex.quote(str(JOBS / "crash_early.py")))],
+            cwd=tmp_path, env=env, stdout=terminal, stderr=subprocess.STDOUT,
+            start_new_session=True)
+
+    def stop() -> None:  # the shell, its ranks and the helper: one process group
+        try:
+            os.killpg(sh.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        sh.wait(timeout=30)
+    request.addfinalizer(stop)
+    pids = [_pid_of(tmp_path / "pids" / str(r)) for r in range(3)]
+    if shell == "gone":
+        assert sh.wait(timeout=DEADLINE) == 0
+    try:
+        psutil.Process(pids[2]).wait(timeout=DEADLINE)  # rank 2 crashed before rltui looks
+    except psutil.NoSuchProcess:
+        pass
+    for r in (0, 1):
+        wait_for_frame(pids[r], "all_reduce")
+    logs = tmp_path / folder
+    assert "RuntimeError: CUDA error" in (logs / "rank2.log").read_text(), \
+        (logs / "rank2.log").read_text()
+
+    code, doc, stderr = rltui("diagnose", "--json", "--match", "torchjobs/crash_early")
+    (ours,) = [j for j in doc["jobs"] if pids[0] in j["pids"]]
+    assert ours["ranks"] == [0, 1] and ours["world_size"] == 3, (ours, stderr)
+    mine = [s for s in doc["symptoms"] if s["job"] == ours["id"]]
+    (exited,) = [s for s in mine if s["id"] == "rank-exited"]
+    assert exited["ranks"] == [2] and exited["severity"] == "critical", (mine, stderr)
+    text = "\n".join(exited["evidence"])
+    # the traceback read from its log, found beside the live ranks' logs
+    assert "RuntimeError: CUDA error: an illegal memory access" in text, text
+    assert f"{logs / 'rank2.log'}: found beside rank" in text, text
+    (log,) = [g for g in doc["logs"] if g["path"] == str(logs / "rank2.log")]
+    assert log["rank"] == 2 and log["found"], log
+    # a rank gone, the others waiting for it: pattern A, not "all in the same collective"
+    hangs = {s["id"]: s for s in mine if s["id"].startswith("hang-")}
+    assert list(hangs) == ["hang-cleanup-deadlock"], mine
+    assert 2 in hangs["hang-cleanup-deadlock"]["ranks"]
+    # the helper rank 2 forked (RANK=2 in its environment, rank 2's sockets) is not rank 2
+    assert 2 not in {r["rank"] for r in doc["ranks"] if r["job"] == ours["id"]}, doc["ranks"]
     assert code == 1
 
 

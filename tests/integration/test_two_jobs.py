@@ -59,7 +59,15 @@ HUNG = {  # script, world, ready lines, frames to wait for, the symptom
 
 
 class PeerElsewhere(TorchJob):
-    """The last rank runs the script through a link outside torchjobs/ (not matched)."""
+    """The last rank runs the script through a link outside torchjobs/ (not matched), and the
+    ranks say what a job across two nodes says: LOCAL_WORLD_SIZE 3 here, 1 on the last rank's
+    node. (Without it, ranks meeting at a loopback rendezvous tell a single-node job, whose
+    rank not seen is missing: docs/jobs.md.)"""
+
+    def rank_env(self, rank: int, port: str) -> dict[str, str]:
+        last = rank == self.world - 1
+        return dict(super().rank_env(rank, port), LOCAL_RANK=str(0 if last else rank),
+                    LOCAL_WORLD_SIZE=str(1 if last else self.world - 1))
 
     def spawn(self, rank: int, argv: list[str], **popen) -> subprocess.Popen:
         if rank == self.world - 1:

@@ -3,6 +3,8 @@ folders laid out as torchrun, a shell redirect and Ray leave them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rltui.model import ProcInfo
 from rltui.parsing import logplaces
 from rltui.sources.deadlogs import DeadLogFinder
@@ -169,3 +171,25 @@ def test_a_dead_worker_s_actor_class_is_read_once(tmp_path, monkeypatch):
         clock[0] = look * 11.0
         assert {f.rank for f in finder.find(live) if f.path.endswith("-102.err")} == {2}
     assert reads == [str(logs / "worker-ff-01000000-102.err")]
+
+
+def test_ranks_started_by_hand_at_a_loopback_rendezvous(tmp_path):
+    """``RANK=$i WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 python train.py > logs/rank$i.log``: no
+    LOCAL_WORLD_SIZE, yet the rendezvous on loopback says the world is here, so rank 2's file
+    beside the survivors' is its log."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for r in range(3):
+        (logs / f"rank{r}.log").write_text("x\n")
+    live = [ProcInfo(pid=110 + r, ppid=100, rank=r, local_rank=r, world_size=3,
+                     cmdline=("python", "train.py"), stdout_path=str(logs / f"rank{r}.log"),
+                     stderr_path=str(logs / f"rank{r}.log"),
+                     job_env=(("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29555")))
+            for r in (0, 1)]
+    found = DeadLogFinder().find(live)
+    assert [(f.path, f.rank) for f in found] == [(str(logs / "rank2.log"), 2)]
+    assert found[0].found == "beside rank 0's log rank0.log"
+    # the same ranks meeting at another host's address may have rank 2 on another node
+    elsewhere = [replace(p, job_env=(("MASTER_ADDR", "node07"), ("MASTER_PORT", "29555")))
+                 for p in live]
+    assert DeadLogFinder().find(elsewhere) == []

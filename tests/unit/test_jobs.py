@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rltui import jobs
 from rltui.model import (
     DepartedRank,
@@ -296,3 +298,34 @@ def test_many_untied_processes_group_in_linear_time():
 def replace_create(p: ProcInfo, t: float) -> ProcInfo:
     from rltui.model import replace
     return replace(p, create_time=t)
+
+
+def _by_hand(pid: int, r: int, addr: str, local_world: int | None = None) -> ProcInfo:
+    """A rank started by hand: ``RANK=$i WORLD_SIZE=3 MASTER_ADDR=... python train.py``, no
+    LOCAL_WORLD_SIZE unless given."""
+    return replace(rank(pid, r, 29555, world=3, addr=addr), local_world_size=local_world)
+
+
+def test_a_loopback_rendezvous_puts_the_whole_world_on_this_node():
+    """Ranks started by hand set no LOCAL_WORLD_SIZE; meeting at 127.0.0.1 they cannot be on
+    another node, so rank 2 of 3 is missing here."""
+    for addr in ("127.0.0.1", "localhost", "127.0.1.1", "::1"):
+        procs = [_by_hand(110 + r, r, addr) for r in (0, 1)]
+        assert jobs.whole_world_here(procs) == 3, addr
+        assert [d.rank for d in jobs.missing_from_world(procs, 5.0, set())] == [2], addr
+        assert jobs.missing_from_world(procs, 5.0, {2}) == []
+
+
+def test_a_rendezvous_on_another_host_says_nothing_about_the_world():
+    """MASTER_ADDR names a host: the other ranks may be on other nodes, not missing."""
+    procs = [_by_hand(110 + r, r, "node07") for r in (0, 1)]
+    assert jobs.whole_world_here(procs) is None
+    assert jobs.missing_from_world(procs, 5.0, set()) == []
+
+
+def test_local_world_size_wins_over_the_loopback_rendezvous():
+    """LOCAL_WORLD_SIZE given and smaller than WORLD_SIZE: the job says it spans nodes."""
+    procs = [_by_hand(110 + r, r, "127.0.0.1", local_world=2) for r in (0, 1)]
+    assert jobs.whole_world_here(procs) is None
+    procs = [_by_hand(110 + r, r, "127.0.0.1", local_world=3) for r in (0, 1)]
+    assert jobs.whole_world_here(procs) == 3
