@@ -3,9 +3,7 @@ folders laid out as torchrun, a shell redirect and Ray leave them."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from rltui.model import ProcInfo
+from rltui.model import ProcInfo, replace
 from rltui.parsing import logplaces
 from rltui.sources.deadlogs import DeadLogFinder
 

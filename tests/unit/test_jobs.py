@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from rltui import jobs
 from rltui.model import (
     DepartedRank,
@@ -14,6 +12,7 @@ from rltui.model import (
     ProcessDump,
     ProcInfo,
     StackPoll,
+    replace,
 )
 
 

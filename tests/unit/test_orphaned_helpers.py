@@ -5,9 +5,7 @@ no rendezvous variables (tests/integration/test_ray_after_the_fact.py): the Ray 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from rltui.model import ProcInfo
+from rltui.model import ProcInfo, replace
 from rltui.sources.procs import orphaned_helpers
 
 MASTER = (("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "29500"))
