@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from textual.theme import BUILTIN_THEMES
 
-from rltui.config import ConfigError, Settings, load, save_theme, theme_names
+from rltui.config import THEMES, ConfigError, Settings, load, save_theme, theme_names
 from rltui.ui.commands import palette_commands
 from rltui.ui.themes import (
     ThemeFileError,
@@ -245,3 +245,27 @@ def test_a_fifo_in_the_themes_folder_is_left_out_without_holding_the_start(tmp_p
     assert set(themes) == {"dark", "light", "colorblind"}
     assert any("pipe.yaml: cannot read" in p and "not a regular file" in p for p in problems), \
         problems
+
+
+def test_lines_are_drawn_without_the_ansi_filter_but_no_color_still_applies(replay_app,
+                                                                            monkeypatch):
+    """rltui paints only truecolor, so Textual's ANSI-to-truecolor copy of every drawn line is
+    left out; NO_COLOR's filter (read when the app is made) is kept."""
+    from textual.filter import ANSIToTruecolor, Monochrome
+
+    app = replay_app("healthy")
+    assert not any(isinstance(f, ANSIToTruecolor) for f in app.get_line_filters())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert any(isinstance(f, Monochrome) for f in replay_app("healthy").get_line_filters())
+
+
+@pytest.mark.parametrize("name", THEMES)
+def test_every_shipped_theme_paints_truecolor_only(name):
+    """What makes leaving the ANSI filter out safe: no colour of a shipped theme's palette is an
+    ANSI colour (those would reach the terminal as its own palette's)."""
+    from rich.style import Style
+
+    palette = load_theme(name).palette
+    for value in (palette.ok, palette.warn, palette.bad, palette.idle, palette.dim,
+                   palette.spark, palette.info, *palette.ranks):
+        assert Style.parse(value).color.type.name == "TRUECOLOR", (name, value)
