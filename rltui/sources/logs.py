@@ -55,6 +55,7 @@ from rltui.sources.tail import FINGERPRINT_BYTES, FileTail, Generation, TailRead
 BULK_LINES = 4096  # a history read longer than this is scanned for steps, not fed line by line
 HISTORY_EVENT_LINES = 20_000  # events are looked for in this many last lines of a history
 IDLE_FLUSH_S = 2.0  # a file quiet this long gets its pending multi-line events closed
+VET_AGAIN_S = 5.0  # a log path's links are resolved again after this long (s)
 MAX_FILES = 512  # files followed at once; beyond it, files that are gone are forgotten
 MAX_LISTED_FAILURES = 3
 MAX_PREFIX_RANKS = 4096  # distinct [rankN]: prefixes counted per file
@@ -148,6 +149,7 @@ class LogSource:
         EventReader(self.completion_patterns)
         self._files: dict[str, _File] = {}  # by real path, in the order first seen
         self._refused: dict[str, str] = {}  # log paths not followed (by their own name): why
+        self._vet: dict[str, tuple[float, tuple[str, Target]]] = {}  # path -> (when, _vetted)
 
     # -- finding files -----------------------------------------------------------------------
 
@@ -157,6 +159,20 @@ class LogSource:
         request may read."""
         return [p for p, t in self._targets()[0].items()
                 if os.path.isfile(p) and not t[2].startswith(REFUSED)]
+
+    def _vetted(self, path: str) -> tuple[str, Target]:
+        """``_vetted(path)``, done again only every VET_AGAIN_S seconds per path: resolving
+        eight logs' links each second was a tenth of the monitor's CPU. Within that time a
+        retargeted link still reads the file it led to when vetted, never an unvetted one."""
+        now = time.monotonic()
+        hit = self._vet.get(path)
+        if hit is not None and 0 <= now - hit[0] < VET_AGAIN_S:
+            return hit[1]
+        if len(self._vet) > 4 * MAX_FILES:
+            self._vet.clear()
+        vetted = _vetted(path)
+        self._vet[path] = (now, vetted)
+        return vetted
 
     def _targets(self) -> tuple[dict[str, Target], list[str], str]:
         """{real path: (rank, pid, found, tie) from discovery}, unmatched globs, a note on
@@ -168,7 +184,7 @@ class LogSource:
             if not paths:
                 unmatched.append(pattern)
             for path in paths:
-                found.setdefault(*_vetted(path))
+                found.setdefault(*self._vetted(path))
         note = ""
         if self.discover is not None:
             try:
@@ -180,7 +196,7 @@ class LogSource:
                 how, tie = (item[3], item[4]) if len(item) >= 5 else ("", "")
                 if not path:
                     continue
-                real, target = _vetted(path)
+                real, target = self._vetted(path)
                 if target[2].startswith(REFUSED):
                     found.setdefault(real, target)
                     continue

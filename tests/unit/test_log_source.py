@@ -379,3 +379,23 @@ def test_any_bytes_in_any_pieces_give_the_same_lines(tmp_path_factory, chunks, m
     assert end.ended
     got.extend(end.lines)
     assert got == _oracle(b"".join(chunks), max_line)
+
+
+def test_a_retargeted_link_is_followed_once_vetted_again_and_never_before(tmp_path,
+                                                                          monkeypatch):
+    """A log path's links are resolved every VET_AGAIN_S seconds, not every poll: until then
+    the link reads the file it led to when it was vetted (never a target no one vetted), then
+    the new one."""
+    from rltui.sources import logs
+
+    (tmp_path / "run1.log").write_text(verl(1))
+    (tmp_path / "run2.log").write_text(verl(2))
+    link = tmp_path / "latest.log"
+    link.symlink_to(tmp_path / "run1.log")
+    source = LogSource([str(link)])
+    assert [u.path for u in source.poll().payload.files] == [str(tmp_path / "run1.log")]
+    link.unlink()
+    link.symlink_to(tmp_path / "run2.log")
+    assert str(tmp_path / "run2.log") not in [u.path for u in source.poll().payload.files]
+    monkeypatch.setattr(logs, "VET_AGAIN_S", 0.0)
+    assert str(tmp_path / "run2.log") in [u.path for u in source.poll().payload.files]
