@@ -41,6 +41,9 @@ class CheckForm:
     export: Callable[[Any, Path], list[Path]]  # report, folder -> files written
     # report, row index (in ``rows`` order) -> (title, full text) for the row's detail view
     detail: Callable[[Any, int], tuple[str, str]] | None = None
+    # report -> True when the check could not run at all (no server, a bad module): the
+    # screen then shows the reason and no progress bar, whose "done" would say otherwise
+    could_not_run: Callable[[Any], bool] | None = None
 
 
 def text_value(values: Mapping[str, str], name: str) -> str:

@@ -38,7 +38,9 @@ class Form:
     """How the app's check form shows a parameter (only those that have one are in the form)."""
 
     label: str
-    placeholder: str | None = None  # None: the default, as people write it
+    # A hint, never a value: an example says "e.g. ...", and an empty field that means a default
+    # says "default: ..." ({default}: the default as people write it). None: "default: {default}".
+    placeholder: str | None = None
     help: str = ""
     key: str | None = None  # the form's key for the value (default: the parameter's name)
     prefill: bool = False  # the field starts filled with the default
@@ -171,9 +173,18 @@ def form_fields(params: Sequence[Param], order: Sequence[str]) -> tuple[FormFiel
         f = p.form
         assert f is not None, f"{name} has no form"
         fields.append(FormField(
-            form_key(p), f.label, shown(p.default) if f.placeholder is None else f.placeholder,
+            form_key(p), f.label, placeholder(p),
             default=shown(p.default) if f.prefill else "", secret=f.secret, help=f.help))
     return tuple(fields)
+
+
+def placeholder(p: Param) -> str:
+    """What an empty field shows: the form's hint, else what leaving it empty gives."""
+    assert p.form is not None
+    text = p.form.placeholder
+    if text is None:
+        text = "" if p.default is None else "default: {default}"
+    return text.replace("{default}", shown(p.default))
 
 
 def form_values(params: Sequence[Param], values: Mapping[str, str],

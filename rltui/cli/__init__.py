@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Sequence
 
 from rltui.cli.common import (  # noqa: F401 - the public names of rltui.cli
@@ -25,6 +26,7 @@ from rltui.cli.common import (  # noqa: F401 - the public names of rltui.cli
     version,
 )
 from rltui.cli.diagnose import cmd_diagnose
+from rltui.cli.docs import cmd_docs
 from rltui.cli.jobs import cmd_jobs
 from rltui.cli.oom import cmd_oom
 from rltui.cli.watch import cmd_demo, cmd_record, cmd_replay, cmd_stacks, cmd_watch
@@ -55,6 +57,19 @@ class _Commands(argparse._SubParsersAction):
         super().__call__(parser, namespace, values, option_string)
 
 
+DEMO_SCENARIO = "healthy"
+
+
+def scenario_epilog(scenarios: dict[str, str], width: int = 78) -> str:
+    """The demo's scenarios, one paragraph each, for ``rltui demo --help``."""
+    rows = ["scenarios (--scenario NAME):"]
+    for name, text in scenarios.items():
+        mark = " (default)" if name == DEMO_SCENARIO else ""
+        rows.append(textwrap.fill(f"{name}{mark}: {text}", width, initial_indent="  ",
+                                  subsequent_indent="      "))
+    return "\n".join(rows)
+
+
 def build_parser() -> argparse.ArgumentParser:
     # allow_abbrev=False: argparse matches abbreviations of the top-level options against every
     # word of the command line, so the agent's --host would be "ambiguous" with --hosts and
@@ -63,19 +78,27 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rltui", allow_abbrev=False,
         description="Live monitor and hang triage for distributed RL training nodes. With no "
                     "command, watches this node.",
-        epilog="Docs: docs/getting-started.md. Config: $XDG_CONFIG_HOME/rltui/config.yaml or "
-               "RLTUI_CONFIG.")
+        epilog="Docs: rltui docs (the topics), rltui docs getting-started. Config: "
+               "$XDG_CONFIG_HOME/rltui/config.yaml or RLTUI_CONFIG.")
     p.add_argument("--version", action="version", version=f"rltui {version()}")
     add_config_option(p, sub=False)
     add_source_options(p, sub=False)
     add_host_options(p, sub=False)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", action=_Commands)
 
+    from rltui.demo.scenarios import SCENARIOS  # standard library only: --help stays fast
     d = sub.add_parser("demo", help="start a real synthetic multi-process job and watch it",
-                       description="Starts a synthetic training job (one process per rank, "
-                                   "verl-style logs, simulated GPUs) and opens the monitor on it. "
-                                   "The job is stopped when the app quits.")
-    d.add_argument("--scenario", default="healthy", help="what the job does (see --list)")
+                       # pre-wrapped: the raw formatter keeps the epilog's one line per
+                       # scenario, and the description's lines with it
+                       description=textwrap.fill(
+                           "Starts a synthetic training job (one process per rank, verl-style "
+                           "logs, simulated GPUs) and opens the monitor on it. The job is "
+                           "stopped when the app quits.", 78),
+                       epilog=scenario_epilog(SCENARIOS),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    d.add_argument("--scenario", default=DEMO_SCENARIO, metavar="NAME",
+                   help=f"what the job does (default: {DEMO_SCENARIO}; the scenarios are "
+                        "listed below)")
     d.add_argument("--ranks", type=int, default=4, help="number of ranks (2-64, default 4)")
     d.add_argument("--list", action="store_true", help="list the scenarios and exit")
     add_config_option(d)
@@ -87,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rec = sub.add_parser("record", help="record every reading into a scenario folder",
                          description="Polls the sources at their cadence and writes every "
-                                     "reading to OUT (see docs/scenarios.md).")
+                                     "reading to OUT (see rltui docs scenarios).")
     rec.add_argument("out", metavar="OUT")
     rec.add_argument("--duration", type=float, default=60.0, help="seconds (default 60)")
     rec.add_argument("--demo", metavar="SCENARIO",
@@ -102,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "something is; 2: usage error; 3: across nodes, no node "
                                     "answered.")
     dg.add_argument("--replay", metavar="DIR", help="diagnose a recorded scenario folder")
-    dg.add_argument("--json", action="store_true", help="print JSON (docs/diagnose-json.md)")
+    dg.add_argument("--json", action="store_true", help="print JSON (rltui docs diagnose-json)")
     dg.add_argument("--fail-on", choices=("warning", "critical"), default="critical",
                     help="lowest severity that makes the exit code 1 (default critical)")
     dg.add_argument("--duration", type=float, default=None,
@@ -118,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="also read saved stack dumps and classify the hang: a folder (one "
                          "file per process, rank<N> in the file name) or one file (a shell "
                          "loop's output, a log with dumps in it); py-spy text or JSON, "
-                         "faulthandler, with Ray/torchrun/docker prefixes (docs/stacks.md)")
+                         "faulthandler, with Ray/torchrun/docker prefixes (rltui docs stacks)")
     dg.add_argument("--report", metavar="DIR",
                     help="also write an incident report (incident.md and incident.json) into "
                          "DIR: symptoms, stack classes, ranks, log tails, debug env, commands")
@@ -144,9 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Groups the node's training processes into jobs (by "
                                     "launcher, rendezvous, run id, Slurm step, Ray job and the "
                                     "process tree) and lists each with its launcher, ranks, "
-                                    "world size and verdict (docs/jobs.md). Exit 0: jobs "
+                                    "world size and verdict (rltui docs jobs). Exit 0: jobs "
                                     "listed; 2: usage error; 4: no job found.")
-    jb.add_argument("--json", action="store_true", help="print JSON (docs/jobs.md)")
+    jb.add_argument("--json", action="store_true", help="print JSON (rltui docs jobs)")
     jb.add_argument("--duration", type=float, default=1.0,
                     help="seconds to sample the sources (default 1)")
     jb.add_argument("--demo", metavar="SCENARIO", help=argparse.SUPPRESS)
@@ -157,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     om = sub.add_parser("oom", help="triage a CUDA OOM: phase, config changes, a patch",
                         description="Reads the logs (--log, or this node's job), finds the latest "
                                     "OOM, decides the training phase, loads the job's config and "
-                                    "proposes ranked config changes with a patch (docs/oom.md). "
+                                    "proposes ranked config changes with a patch (rltui docs oom). "
                                     "Exit 0: an OOM was triaged; 1: no OOM found; 2: usage error.")
     om.add_argument("--config", dest="job_config", metavar="FILE",
                     help="the job's config (verl Hydra YAML, AReaL YAML); default: found from "
@@ -169,6 +192,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="seconds to sample a live job's sources (default 1)")
     add_source_options(om)
 
+    dc = sub.add_parser("docs", help="print the documentation: the topics, or one topic",
+                        description="Prints a page of rltui's documentation as plain text (the "
+                                    "markdown shipped with rltui); with no TOPIC lists the "
+                                    "topics. Exit 0: printed; 2: no such topic.")
+    dc.add_argument("topic", metavar="TOPIC", nargs="?",
+                    help="a topic of the list, e.g. getting-started, screen, oom")
+
     st = sub.add_parser("stacks", help="compare saved py-spy dumps of all ranks (STAT-style)",
                         description="Opens the compare screen on a folder of saved py-spy dumps: "
                                     "one file per process, text or --json in any mix, rank<N> "
@@ -179,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--flight-recorder", metavar="PATH_OR_GLOB", action="append",
                     dest="flight_recorder", default=[],
                     help="the ranks' PyTorch Flight Recorder dumps, read beside the stacks "
-                         "(repeatable; quote globs; docs/flight-recorder.md)")
+                         "(repeatable; quote globs; rltui docs flight-recorder)")
     add_config_option(st)
 
     sub.add_later(
@@ -188,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Collects on this node (GPUs, processes and ranks, log tails, py-spy dumps "
                     "on request) and streams readings as JSON lines on stdout; takes requests "
                     "(dump, tail, stop) as JSON lines on stdin. What a multi-node rltui starts "
-                    "on each node over ssh or srun (docs/agent.md).")
+                    "on each node over ssh or srun (rltui docs agent).")
 
     sub.add_later(
         "rollout-check", "rltui.checks.rollout.cli:add_arguments",
@@ -197,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Sends the same token ids, greedy, to a reference (a local HF transformers "
                     "model or a second endpoint) and to the inference server, and reports "
                     "agreement, the first divergent token, answer accuracy on each side and the "
-                    "log-prob difference (docs/rollout-check.md). Exit 0: consistent; 1: "
+                    "log-prob difference (rltui docs rollout-check). Exit 0: consistent; 1: "
                     "divergence found; 2: usage or input error; 3: could not finish (partial "
                     "results kept); 130: interrupted (partial report printed).")
     sub.add_later(
@@ -206,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Imports module:Class with `async def run(self, data, **extra_kwargs)`, "
                     "runs one sample, then local_bs x group_size at once, and reports errors by "
                     "type, timeouts (with the pending tasks), invalid rewards, latency and "
-                    "whether sequential and concurrent results agree (docs/workflow-check.md). "
+                    "whether sequential and concurrent results agree (rltui docs workflow-check). "
                     "Exit 0: passed; 1: problems found; 2: usage or import error; 3: could not "
                     "finish; 130: interrupted (partial report printed).")
     return p
@@ -214,6 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMMANDS = {None: cmd_watch, "demo": cmd_demo, "replay": cmd_replay, "record": cmd_record,
             "diagnose": cmd_diagnose, "stacks": cmd_stacks, "oom": cmd_oom, "jobs": cmd_jobs,
+            "docs": cmd_docs,
             "agent": lambda args: _agent(args),
             "rollout-check": lambda args: _check("rollout", args),
             "workflow-check": lambda args: _check("workflow", args)}

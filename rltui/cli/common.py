@@ -45,7 +45,7 @@ def add_source_options(p: argparse.ArgumentParser, sub: bool = True) -> None:
                    help="PyTorch Flight Recorder dumps of the ranks (repeatable; quote globs; "
                         "a folder means its files). The files the ranks' "
                         "TORCH_FR_DUMP_TEMP_FILE names are found without it "
-                        "(docs/flight-recorder.md)")
+                        "(rltui docs flight-recorder)")
     g.add_argument("--torch-debug", metavar="URL", action="append", dest="torch_debug",
                    default=dflt if sub else [],
                    help="torch's debug server front end on rank 0 "
@@ -62,7 +62,7 @@ def add_host_options(p: argparse.ArgumentParser, sub: bool = True):
     # On diagnose the defaults are suppressed, as for the source options: ``rltui --hosts a
     # diagnose`` keeps the top-level value.
     dflt = argparse.SUPPRESS if sub else None
-    g = p.add_argument_group("across nodes (one agent per node, or Ray; docs/multi-node.md)")
+    g = p.add_argument_group("across nodes (one agent per node, or Ray; rltui docs multi-node)")
     g.add_argument("--hosts", metavar="LIST", default=dflt,
                    help="the job's nodes as a hostlist, each optionally user@ "
                         "(node[01-16],gpu-a3), reached over ssh")
@@ -72,7 +72,7 @@ def add_host_options(p: argparse.ArgumentParser, sub: bool = True):
                    help="the nodes of a running Slurm job (squeue), agents started by srun")
     g.add_argument("--ray", metavar="ADDRESS", default=dflt,
                    help="a Ray cluster's dashboard (http://HEAD:8265): nodes, workers, actors "
-                        "and their stacks through Ray itself (docs/ray.md)")
+                        "and their stacks through Ray itself (rltui docs ray)")
     g.add_argument("--ssh-option", metavar="OPT", action="append", default=dflt,
                    help="options for ssh, split like a shell would (repeatable; "
                         "--ssh-option=-p2222, --ssh-option='-J bastion')")

@@ -52,7 +52,11 @@ class RltuiApp(ThemeVariables, App[int]):
     TITLE = "rltui"
     COMMANDS = App.COMMANDS | {RltuiCommands}
     BINDINGS = [
-        Binding("q", "quit", "Quit", id="rltui.quit"),
+        # ctrl+c quits as in every terminal tool (Textual binds it to a "press ctrl+q" toast);
+        # not a priority binding, so where text is selected (a form field, the screen) ctrl+c
+        # copies it first, as Textual does. ctrl+q, Textual's own, quits too.
+        Binding("q,ctrl+c", "quit", "Quit", id="rltui.quit",
+                tooltip="also ctrl+q; ctrl+c copies instead while text is selected"),
         Binding("p,space", "toggle_pause", "Pause", id="rltui.pause",
                 tooltip="freeze the screen; live: stop polling; replay: stop playback"),
         Binding("r", "refresh", "Refresh", id="rltui.refresh",
@@ -62,7 +66,8 @@ class RltuiApp(ThemeVariables, App[int]):
         # Theme and Report stay out of the footer so that the rest fits 80 columns; help (?)
         # and the command palette list them.
         Binding("t", "cycle_theme", "Theme", id="rltui.theme", show=False,
-                tooltip="cycle dark, light, colour-blind; remembered in the config file"),
+                tooltip="cycle dark, light, colour-blind; saved in the config file (a message "
+                        "says where)"),
         Binding("question_mark,f1", "help", "Help", id="rltui.help"),
         Binding("n", "step", "Step", id="rltui.replay.step", tooltip="move on one second"),
         Binding("plus", "faster", "Faster", id="rltui.replay.faster", group=SPEED,
@@ -85,7 +90,8 @@ class RltuiApp(ThemeVariables, App[int]):
         Binding("j", "choose_job", "Jobs", id="rltui.jobs", show=False, priority=True,
                 tooltip="choose the job shown when the node runs several (every pane follows)"),
         Binding("i", "incident_report", "Report", id="rltui.report", show=False,
-                tooltip="write an incident report (markdown and JSON) into the current folder"),
+                tooltip="write an incident report (markdown and JSON) into a new folder; the "
+                        "first time asks where (the current folder by default)"),
         Binding("c", "rollout_check", "Rollout check", id="rltui.check.rollout", show=False,
                 tooltip="compare a reference model with the inference server, greedy, token by "
                         "token (runs on request)"),
@@ -127,8 +133,14 @@ class RltuiApp(ThemeVariables, App[int]):
         # the m key follow it; found once per view, not once per binding check.
         self._footer_keys: tuple[bool, bool] = (False, False)
         self.source_lines: Callable[[str, int], object] | None = None  # set by build_app
+        # Each report is a new folder, named by report_folder, in report_parent: None until
+        # the user has chosen it (asked on the first report, kept for the session), offered
+        # pre-filled with report_suggestion (build_app: the current folder). A test sets
+        # report_parent to its tmp_path.
         self.report_folder: Callable[[float], str] = lambda now: default_folder(
-            self.bundle.host, now)  # a test points this into its tmp_path
+            self.bundle.host, now)
+        self.report_parent: Path | None = None
+        self.report_suggestion = "."
         self.reports_written: list[tuple[Path, Path]] = []
         # Reads the job's and the model's configs for the OOM triage; set by build_app.
         self.oom_reporter: Callable[[NodeSnapshot, list], object] | None = None
@@ -345,27 +357,54 @@ class RltuiApp(ThemeVariables, App[int]):
         self.evaluate_now(self.evaluated_at if self.evaluated_at is not None else self.clock())
 
     def action_incident_report(self) -> None:
-        """Write incident.md and incident.json for the ticket (see docs/incident-report.md)."""
+        """Write incident.md and incident.json for the ticket (see docs/incident-report.md):
+        the report of the moment the key was pressed, into the folder asked for the first
+        time."""
         view = self.latest
         if view is None:
             return
-        from rltui import findings, incident
-        doc = findings.incident_document(
-            view.findings(), self.logbook.tails(incident.LOG_TAIL),
-            list(self.commands) + self.driver.stack_commands(view), generated_at=self.clock())
-        folder = self.report_folder(self.clock())
         if self.report_writer is None:
             self.notify("Reports cannot be written in this mode.", severity="warning")
             return
+        from rltui import findings, incident
+        now = self.clock()
+        doc = findings.incident_document(
+            view.findings(), self.logbook.tails(incident.LOG_TAIL),
+            list(self.commands) + self.driver.stack_commands(view), generated_at=now)
+        if self.report_parent is not None:
+            self._write_report(self.report_parent, now, doc)
+            return
+        from rltui.ui.screens.ask_folder import AskFolder
+        self.push_screen(
+            AskFolder("Incident reports go into a new folder inside this one (asked once, "
+                      "kept until rltui quits):", self.report_suggestion,
+                      hint="enter: write the report there; escape: no report"),
+            partial(self._report_parent_chosen, now, doc))
+
+    def _report_parent_chosen(self, now: float, doc: dict, folder: str | None) -> None:
+        if folder is None:
+            self.notify("No report written.", title="Report", severity="information")
+            return
+        # absolute, so that the message says where it is whatever the terminal's folder
+        self.report_parent = Path(folder).expanduser().absolute()
+        self._write_report(self.report_parent, now, doc)
+
+    def _write_report(self, parent: Path, now: float, doc: dict) -> None:
+        assert self.report_writer is not None
+        folder = parent / self.report_folder(now)
         try:
-            written = self.report_writer(folder, doc)
+            written = self.report_writer(str(folder), doc)
         except OSError as exc:
-            self.notify(f"Report not written to {folder}: {exc.strerror or exc}",
-                        severity="error", timeout=15)
+            # asked again next time: the folder chosen may be the trouble
+            self.report_parent = None
+            self.notify(f"Report not written to {folder}: {exc.strerror or exc}. Press i to "
+                        "choose another folder.", title="Report", severity="error",
+                        timeout=15, markup=False)
             return
         self.reports_written.append(written)
-        self.notify(f"Incident report written: {written[0]} and {written[1].name}",
-                    title="Report", timeout=15)
+        md, js = written
+        self.notify(f"Incident report written to {md.parent}: {md.name} and {js.name}",
+                    title="Report", timeout=15, markup=False)
 
     # -- OOM ----------------------------------------------------------------------------------
     def _has_oom(self) -> bool:
@@ -486,12 +525,23 @@ class RltuiApp(ThemeVariables, App[int]):
         self.set_theme(next_theme(self.theme, tuple(self.themes)))
 
     def set_theme(self, name: str, remember: bool = True) -> None:
+        """Use theme ``name``; ``remember``: write it into the config file and say so (where,
+        or why not), since the file is the user's and changes on a key press."""
         self.theme = name
-        if remember and self.config_path is not None:
-            try:
-                save_theme(name, self.config_path)
-            except (OSError, ValueError) as exc:
-                self.notify(f"theme not remembered: {exc}", severity="warning")
+        if not remember:
+            return
+        if self.config_path is None:
+            self.notify(f"Theme {name}, for this session: no config file to save it in.",
+                        title="Theme", severity="warning")
+            return
+        try:
+            path = save_theme(name, self.config_path)
+        except (OSError, ValueError) as exc:
+            self.notify(f"Theme {name} not saved to {self.config_path}: "
+                        f"{getattr(exc, 'strerror', None) or exc}", title="Theme",
+                        severity="error", timeout=15, markup=False)
+            return
+        self.notify(f"Theme {name} saved to {path}", title="Theme", markup=False)
 
     def watch_theme(self, name: str) -> None:
         self.palette = palette_of(self.current_theme)  # the colours come from the theme itself
@@ -534,6 +584,10 @@ def build_app(bundle: Bundle, settings: Settings, config_path: str | Path | None
     # on the nodes, and this machine's copy (another version, or none) would mislead.
     app.source_lines = read_source if app.driver.reads_local_files else None
     app.report_writer = write_report
+    try:
+        app.report_suggestion = str(Path.cwd())
+    except OSError:  # the folder rltui was started in is gone
+        app.report_suggestion = str(Path("~").expanduser())
 
     def oom_reporter(snapshot, lines):
         from rltui.sources.oominputs import oom_report

@@ -2,7 +2,7 @@
 
 The app is the monitor's look without the monitor: the same theme files and palette (so the
 colours match), the same stylesheet and help screen, and ``StacksScreen`` as its only screen
-(``q`` or ``escape`` quits).
+(``q``, ``ctrl+c`` or ``escape`` quits).
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ class StacksApp(ThemeVariables, App[int]):
     CSS_PATH = "rltui.tcss"
     TITLE = "rltui stacks"
     BINDINGS = [
-        Binding("q", "quit", "Quit", show=False, id="rltui.stacks.quit"),
+        # ctrl+c quits as in every terminal tool (see RltuiApp.BINDINGS)
+        Binding("q,ctrl+c", "quit", "Quit", show=False, id="rltui.stacks.quit",
+                tooltip="also ctrl+q; ctrl+c copies instead while text is selected"),
         Binding("t", "cycle_theme", "Theme", show=False, id="rltui.stacks.theme",
                 tooltip="cycle dark, light, colour-blind, yours (not remembered here)"),
         Binding("question_mark,f1", "help", "Help", id="rltui.stacks.help"),

@@ -172,7 +172,7 @@ def parse_theme(text: str, name: str, *, source: str | None = None,
     root = _compose(text, where)
     if root is None or (isinstance(root, yaml.ScalarNode) and root.tag.endswith(":null")):
         raise ThemeFileError(f"{where}: empty; a theme sets at least one key "
-                             "(docs/themes.md)")
+                             "(rltui docs themes)")
     keys = ("name", "extends", "dark", *THEME_KEYS, "palette", "ranks")
     given: dict[str, str] = {}  # Textual keys as written
     states: dict[str, str] = {}

@@ -1,4 +1,5 @@
-"""The sdist and the wheel build and carry the theme files, and an installed wheel loads them."""
+"""The sdist and the wheel build and carry the theme files and the docs, and an installed wheel
+loads them."""
 
 import os
 import subprocess
@@ -29,6 +30,12 @@ def test_wheel_contains_themes_and_entry_point_and_loads_them_installed(tmp_path
         assert f"rltui/themes/{theme}.yaml" in names
     assert not any(n.startswith("themes/") for n in names)  # inside the package, not beside it
     assert "rltui/ui/rltui.tcss" in names
+    docs = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+    assert "getting-started.md" in docs
+    for page in docs:
+        assert f"rltui-0.1.0/docs/{page}" in members
+        assert f"rltui/docs/{page}" in names  # for `rltui docs TOPIC` where rltui is installed
+    assert not any(n.startswith("docs/") for n in names)
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "rltui = rltui.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
 
@@ -48,3 +55,11 @@ def test_wheel_contains_themes_and_entry_point_and_loads_them_installed(tmp_path
     assert out[1] == str(target / "rltui" / "themes")
     assert out[2] == str(sorted(THEMES))
     assert out[3] == "#61afef"
+    # ... and its docs: `rltui docs TOPIC` prints the page shipped in the wheel
+    docs_run = subprocess.run([sys.executable, "-m", "rltui", "docs", "getting-started"],
+                              check=True, capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert docs_run.stdout == (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    code = "import rltui.cli.docs as d; print(d.docs_folder())"
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True, cwd=tmp_path, env=env).stdout.splitlines()
+    assert out == [str(target / "rltui" / "docs")]

@@ -88,6 +88,32 @@ async def test_workflow_check_runs_from_the_screen(replay_app, tmp_path):
             assert not isinstance(app.screen, CheckScreen)
 
 
+async def test_a_check_that_could_not_run_shows_no_progress_bar(replay_app, tmp_path):
+    """A workflow whose module does not import never runs: the status says why, and no bar
+    is left on screen (a full one would say that something ran to its end). A check that
+    ran keeps its bar (test_workflow_check_runs_from_the_screen)."""
+    app = replay_app("rank_exited")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("w")
+        screen = app.screen
+        small_shape(screen, target="agent_broken_import:Agent", prompt="q",
+                    base_url="http://127.0.0.1:9/v1")
+        await pilot.press("ctrl+r")
+        row = screen.query_one("#check-progress-row")
+        await finished(screen, pilot)
+        status = str(screen.query_one("#check-status").render())
+        assert status.startswith("setup error"), status
+        assert not row.has_class("-shown") and not row.display
+        # a second try, once the form is right, runs and has its bar again
+        with chat_server() as url:
+            small_shape(screen, target="agent_echo:EchoAgent", prompt="q", base_url=url)
+            await pilot.press("ctrl+r")
+            await finished(screen, pilot)
+            assert str(screen.query_one("#check-status").render()).startswith("passed")
+            bar = screen.query_one("#check-progress")
+            assert row.has_class("-shown") and bar.total and bar.progress == bar.total
+
+
 async def test_workflow_problems_listed_worst_first_with_detail(replay_app, tmp_path):
     """A workflow returning bad rewards: the table starts with the finding, and enter on it
     opens the finding in full with its advice."""
@@ -185,9 +211,10 @@ SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((200, 60), id="200x60"
 def test_rollout_form_snapshot(snap_compare, replay_app, size):
     """The rollout check's screen before a run. Must be visible: the title "Rollout
     consistency: reference vs inference server", the intro naming the same token ids and
-    greedy, the form's labels (dataset, reference, server, model, max new tokens 256, limit
-    (all samples), concurrency 8, api auto, tokenizer, timeout s, api key) with their
-    placeholders (at 80x24 the form scrolls: api key is below), the Run, Cancel (disabled) and
+    greedy, "(rltui docs rollout-check)", the form's labels (dataset, reference, server, model,
+    max new tokens 256, limit, concurrency 8, api auto, tokenizer, timeout s, api key) with their
+    placeholders as hints ("e.g. http://127.0.0.1:8000/v1", "default: all samples", "default:
+    120 s per request"; at 80x24 the form scrolls: api key is below), the Run, Cancel (disabled) and
     Export (disabled) buttons, "Fill in the form and press Run (ctrl+r).", the empty results
     table's columns and the footer (esc Close, ^r Run, ^g Cancel, ^o Export)."""
     assert snap_compare(replay_app("rank_exited"), press=["c"], terminal_size=size)

@@ -237,7 +237,8 @@ async def test_a_hostile_stream_is_rejected_and_cannot_touch_other_nodes(tmp_pat
 async def test_the_incident_report_across_nodes_names_every_node(tmp_path):
     plan = [replay_node("node01", 0), replay_node("node02", 1), Launch("node03", LOCAL, SSH_FAILS)]
     app = cluster_app(tmp_path, plan)
-    app.report_folder = lambda now: str(tmp_path / "incident")
+    app.report_parent = tmp_path  # chosen already: `i` writes without asking
+    app.report_folder = lambda now: "incident"
     async with app.run_test(size=(200, 60)) as pilot:
         # each node's own latest round, not only the merged picture: the merge has stacks as
         # soon as one node has sent its round

@@ -36,8 +36,8 @@ def test_nvml_unavailable(snap_compare, replay_app, size):
 
 @pytest.mark.parametrize("size", SIZES)
 def test_help_screen(snap_compare, replay_app, size):
-    """The help screen over the rank-exited replay. Must be visible: "rltui help", the keys table
-    (q Quit, p / space Pause, r Refresh, z Zoom, t Theme, ? / f1 Help, the replay keys) and, at
+    """The help screen over the rank-exited replay. Must be visible: "rltui help" with the quit
+    keys (q, ctrl+c, ctrl+q) and "rltui docs", the keys table (q / ^c Quit, p / space Pause, r Refresh, z Zoom, t Theme, ? / f1 Help, the replay keys) and, at
     200x60, the thresholds table with the default values (gpu_idle_pct 5%, gpu_busy_pct 50%,
     ...) and their colours."""
     assert snap_compare(replay_app("rank_exited"), press=["e", "question_mark"],

@@ -20,7 +20,8 @@ def make(tmp_path, stacks: FakeStackSource):
     bundle = live_bundle(procs_ok(3)).with_stacks(stacks)  # on demand only (pyspy.interval 0)
     app = build_app(bundle, FAST, config_path=tmp_path / "config.yaml",
                     commands=["rltui --pid 1"])
-    app.report_folder = lambda now: str(tmp_path / "report")
+    app.report_parent = tmp_path  # chosen already: `i` writes without asking
+    app.report_folder = lambda now: "report"
     return app
 
 
@@ -92,7 +93,7 @@ async def test_i_writes_the_incident_report_with_stacks_and_commands(tmp_path):
 async def test_i_into_an_unwritable_folder_is_a_message_not_a_crash(tmp_path):
     app = make(tmp_path, FakeStackSource())
     (tmp_path / "blocker").write_text("x")
-    app.report_folder = lambda now: str(tmp_path / "blocker" / "report")
+    app.report_folder = lambda now: "blocker/report"
     notes = record_notes(app)
     async with app.run_test() as pilot:
         await app.wait_for_evaluation(after=0)

@@ -143,3 +143,28 @@ def test_help_names_the_default_once():
     p = params.Param("n", "--n", params.FLOAT, 120.0, help="per request (default {default})")
     assert p.help_text == "per request (default 120)"
     assert params.shown(0.5) == "0.5" and params.shown("auto") == "auto"
+
+
+@pytest.mark.parametrize("check", sorted(CHECKS))
+def test_placeholders_read_as_hints_not_as_values(check):
+    """An empty field shows what leaving it empty gives ("default: 256") or an example marked
+    as one ("e.g. http://..."), never a bare value that reads as if it were filled in."""
+    _, form, _, table = CHECKS[check]
+    by_key = {f.name: f for f in form.FIELDS}
+    for p in table:
+        if p.form is None:
+            continue
+        text = by_key[params.form_key(p)].placeholder
+        if p.form.placeholder is None or p.form.prefill:
+            assert text.startswith(f"default: {params.shown(p.default)}"), (p.name, text)
+        looks_like_a_value = any(mark in text for mark in ("://", ".jsonl", "{", ":"))
+        assert text.startswith("default: ") or "e.g. " in text or not looks_like_a_value, \
+            (p.name, text)
+
+
+def test_a_placeholder_names_the_default_once():
+    p = params.Param("t", "--t", params.FLOAT, 60.0, form=params.Form("t", "default: {default} s"))
+    assert params.placeholder(p) == "default: 60 s"
+    assert params.placeholder(params.Param("n", "--n", params.INT, 8,
+                                           form=params.Form("n"))) == "default: 8"
+    assert params.placeholder(params.Param("m", "--m", form=params.Form("m"))) == ""

@@ -104,6 +104,11 @@ def _rate(value: float | None) -> str:
     return "-" if value is None else f"{value:.0%}"
 
 
+def could_not_run(report: Any) -> bool:
+    """Stopped before any sample was compared (no server, no reference, a bad dataset)."""
+    return bool(report.error) and not report.compared
+
+
 def summary(report: Any) -> str:
     data = report.to_json()
     if data["error"] and not data["compared"]:
@@ -137,6 +142,7 @@ def rollout_form() -> CheckForm:
     return CheckForm(
         kind="rollout", title="Rollout consistency: reference vs inference server",
         intro="Same token ids on both sides, greedy, same max new tokens: the first divergent "
-              "token, answers and log-prob difference per sample (docs/rollout-check.md).",
+              "token, answers and log-prob difference per sample (rltui docs rollout-check).",
         fields=FIELDS, build_spec=build_spec, run=run, columns=COLUMNS, rows=rows,
-        item_row=item_row, summary=summary, export=export, detail=detail)
+        item_row=item_row, summary=summary, export=export, detail=detail,
+        could_not_run=could_not_run)

@@ -14,27 +14,27 @@ PARAMS = (
     Param("dataset", "--dataset", required=True, metavar="FILE",
           help="JSONL: one sample a line with 'prompt', 'messages' or 'input_ids', optional "
                "'answer'",
-          form=Form("dataset", "prompts.jsonl (prompt or messages, optional answer)",
+          form=Form("dataset", "e.g. prompts.jsonl (prompt or messages, optional answer)",
                     help="JSONL: prompt or messages, optional answer and input_ids")),
     Param("reference", "--reference", required=True, metavar="MODEL_PATH_OR_URL",
           help="a local HF model folder (greedy transformers generate), or the http(s) URL of "
                "a second endpoint",
-          form=Form("reference", "HF model folder, or http://host:port/v1",
+          form=Form("reference", "an HF model folder, or a URL, e.g. http://host:8001/v1",
                     help="a local HF transformers model (greedy) or a second endpoint")),
     Param("server", "--server", required=True, metavar="URL",
           help="the inference server: OpenAI-style base URL (http://127.0.0.1:8000/v1) or a "
                "native .../generate",
-          form=Form("server", "http://127.0.0.1:8000/v1",
+          form=Form("server", "e.g. http://127.0.0.1:8000/v1",
                     help="the inference server: OpenAI-style base URL, or a native /generate "
                          "base")),
     Param("model", "--model", metavar="NAME",
           help="the server's name for the model (default: the only one it lists)",
-          form=Form("model", "the server's model name (default: the only one it lists)")),
+          form=Form("model", "default: the only model the server lists")),
     Param("max_new_tokens", "--max-new-tokens", INT, 256, metavar="N",
           help="greedy tokens per sample on both sides (default {default})",
           form=Form("max new tokens", prefill=True)),
     Param("limit", "--limit", INT, metavar="N", help="the first N samples only",
-          form=Form("limit", "all samples")),
+          form=Form("limit", "default: all samples")),
     Param("concurrency", "--concurrency", INT, 8, metavar="N",
           help="samples in flight at once, one request each to the server (default {default})",
           form=Form("concurrency", prefill=True)),
@@ -42,7 +42,8 @@ PARAMS = (
     Param("api", "--api", choices=APIS, default="auto", group=MORE,
           help="the server endpoint (default {default}: /v1/completions with token ids, or "
                "/generate for a native URL); chat re-templates the messages",
-          form=Form("api", " | ".join(APIS), prefill=True)),
+          form=Form("api", "default: {default}; or "
+                    + " | ".join(a for a in APIS if a != "auto"), prefill=True)),
     Param("tokenizer", "--tokenizer", metavar="PATH", group=MORE,
           help="the tokenizer that builds the token ids (default: the reference folder; "
                "required with a URL reference)",
@@ -67,7 +68,8 @@ PARAMS = (
           help="the key for a URL reference (default: the server's key)"),
     Param("timeout_s", "--timeout", FLOAT, 120.0, metavar="SECONDS", group=MORE,
           help="per request (default {default})",
-          form=Form("timeout s", key="timeout", said_as="timeout")),
+          form=Form("timeout s", "default: {default} s per request", key="timeout",
+                    said_as="timeout")),
     Param("markdown", "--markdown", metavar="FILE", group=MORE,
           help="also write the report as markdown", spec=False),
     Param("json_out", "--json-out", metavar="FILE", group=MORE,

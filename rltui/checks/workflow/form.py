@@ -99,6 +99,12 @@ def detail(report: Any, index: int) -> tuple[str, str]:
     return ("", report.to_text())
 
 
+def could_not_run(report: Any) -> bool:
+    """Stopped before the first run (the module did not import, the data could not be read),
+    or the first run failed for want of a server, which says nothing about the workflow."""
+    return bool(report.setup_error) or report.server_down()
+
+
 def summary(report: Any) -> str:
     data = report.to_json()
     single, c = data["single"], data["concurrency"]
@@ -136,6 +142,7 @@ def workflow_form() -> CheckForm:
     return CheckForm(
         kind="workflow", title="Agent workflow: one run, then RL-shaped concurrency",
         intro="module:Class runs in a child process: one sample, then global_bs // "
-              "rollout_dp_size prompts x group_size samples at once (docs/workflow-check.md).",
+              "rollout_dp_size prompts x group_size samples at once (rltui docs workflow-check).",
         fields=FIELDS, build_spec=build_spec, run=run, columns=COLUMNS, rows=rows,
-        item_row=item_row, summary=summary, export=export, detail=detail)
+        item_row=item_row, summary=summary, export=export, detail=detail,
+        could_not_run=could_not_run)

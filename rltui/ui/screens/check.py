@@ -182,11 +182,15 @@ class CheckScreen(Screen):
 
     def _done(self, report: Any, error: BaseException | None) -> None:
         self.running = False
+        bar = self.query_one("#check-progress", ProgressBar)
+        could_not_run = (report is not None and self.form.could_not_run is not None
+                         and self.form.could_not_run(report))
+        if bar.total is None or could_not_run or error is not None:
+            # Nothing was counted, or the check never ran: a bar, full or spinning, would say
+            # that something ran to an end. The status says what happened instead.
+            self.query_one("#check-progress-row").remove_class("-shown")
         if report is not None:
             self.report = report
-            bar = self.query_one("#check-progress", ProgressBar)
-            if bar.total is None:  # nothing was counted: the run is over, no spinner left
-                bar.update(total=1, progress=1)
             table = self.query_one("#check-results", DataTable)
             table.clear()
             for row in self.form.rows(report):

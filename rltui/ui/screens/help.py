@@ -123,7 +123,11 @@ class HelpScreen(Screen):
 
         intro = Text.assemble(
             ("rltui help", "bold"),
-            "  escape, ? or f1 closes. Severities are written as words (CRIT, WARN) as well "
-            "as colours; t cycles the dark, light and colour-blind themes.\n",
+            "  escape, ? or f1 closes. q, ctrl+c or ctrl+q quits (ctrl+c copies instead while "
+            "text is selected). Severities are written as words (CRIT, WARN) as well as "
+            "colours; t cycles the dark, light and colour-blind themes. Every page of the "
+            "documentation: ",
+            ("rltui docs", "bold"), " lists them, ", ("rltui docs screen", "bold"),
+            " prints the one on this screen.\n",
         )
         return Group(intro, keys, Text(""), th, Text(""), legend)
