@@ -86,6 +86,9 @@ class RltuiApp(ThemeVariables, App[int]):
                 tooltip="choose the job shown when the node runs several (every pane follows)"),
         Binding("i", "incident_report", "Report", id="rltui.report", show=False,
                 tooltip="write an incident report (markdown and JSON) into the current folder"),
+        Binding("a", "timeline", "Timeline", id="rltui.timeline", show=False,
+                tooltip="per rank, its steps over time and when it stopped advancing, who "
+                        "stopped first first"),
         Binding("c", "rollout_check", "Rollout check", id="rltui.check.rollout", show=False,
                 tooltip="compare a reference model with the inference server, greedy, token by "
                         "token (runs on request)"),
@@ -366,6 +369,18 @@ class RltuiApp(ThemeVariables, App[int]):
         self.reports_written.append(written)
         self.notify(f"Incident report written: {written[0]} and {written[1].name}",
                     title="Report", timeout=15)
+
+    # -- timeline -----------------------------------------------------------------------------
+    def action_timeline(self) -> None:
+        """Who stopped first: each rank's steps and its stop (docs/screen.md)."""
+        view = self.latest
+        if view is None:
+            return
+        from rltui.ui.screens.timeline import TimelineScreen
+        if isinstance(self.screen, TimelineScreen):
+            self.screen.show(view, self.size.width)  # the key again: drawn anew
+        else:
+            self.push_screen(TimelineScreen(view, self.size.width))
 
     # -- OOM ----------------------------------------------------------------------------------
     def _has_oom(self) -> bool:
