@@ -36,6 +36,7 @@ class Findings(msgspec.Struct, frozen=True):
     doctor: tuple[str, ...] = ()  # config doctor findings (when the steps stall)
     samples: tuple[int, float | None] | None = None  # the confirming run: (taken, apart)
     cluster: Any = None  # rltui.cluster.view.ClusterSnapshot across nodes
+    thresholds: Any = None  # rltui.diagnosis.thresholds.Thresholds the diagnosis used
 
 
 def of_monitor(monitor, mode: str, now_source: str = "clock", **extra) -> Findings:
@@ -44,13 +45,15 @@ def of_monitor(monitor, mode: str, now_source: str = "clock", **extra) -> Findin
     return Findings(snapshot=monitor.snapshot, diagnosis=monitor.diagnosis, mode=mode,
                     now_source=now_source, stacks=monitor.stacks,
                     stacks_job=monitor.stacks_job, jobs=monitor.jobs,
-                    focus=monitor.focus_id or monitor.focus, **extra)
+                    focus=monitor.focus_id or monitor.focus,
+                    thresholds=monitor.thresholds, **extra)
 
 
 def document(f: Findings) -> dict[str, Any]:
     """The diagnose JSON document (docs/diagnose-json.md)."""
     doc = report.to_json(f.snapshot, f.diagnosis, f.mode, f.now_source, stacks=f.stacks,
-                         jobs=f.jobs, focus=f.focus, stacks_job=f.stacks_job)
+                         jobs=f.jobs, focus=f.focus, stacks_job=f.stacks_job,
+                         thresholds=f.thresholds)
     if f.samples is not None:
         doc["samples"], doc["samples_apart_s"] = f.samples
     if f.oom is not None:
@@ -87,7 +90,8 @@ def incident_document(f: Findings, log_tails: Mapping[str, Sequence[str]],
     from rltui import incident
     doc = incident.build(incident.ReportInputs(
         snapshot=f.snapshot, diagnosis=f.diagnosis, stacks=f.stacks, log_tails=log_tails,
-        commands=list(commands), mode=f.mode, generated_at=generated_at))
+        commands=list(commands), mode=f.mode, generated_at=generated_at,
+        thresholds=f.thresholds, stacks_job=f.stacks_job))
     if f.cluster is not None:
         from rltui.remote.cluster_report import nodes_json
         doc["nodes"] = nodes_json(f.cluster)

@@ -25,6 +25,10 @@ from rltui.diagnosis.exits import exit_of
 from rltui.diagnosis.flightrec import analysis_json
 from rltui.diagnosis.stacks import StackReport, report_json, where
 from rltui.diagnosis.stackview import class_label, member_labels
+from rltui.diagnosis.thresholds import Thresholds
+from rltui.diagnosis.timeline import of_snapshot as timeline_of
+from rltui.diagnosis.timelinechart import chart as timeline_chart
+from rltui.diagnosis.timelinechart import summary as timeline_summary
 from rltui.model import Diagnosis, Frame, NodeSnapshot, ProcInfo, ThreadStack
 from rltui.rankset import compact
 from rltui.redact import scrub_text
@@ -33,6 +37,8 @@ from rltui.serialize import to_data
 SCHEMA = 1
 LOG_TAIL = 30  # lines per log file
 MAX_FRAMES = 200  # per stack in the markdown (the JSON keeps the parsed stack)
+TIMELINE_ROWS = 32  # ranks in the markdown's timeline chart (the JSON keeps every rank)
+TIMELINE_WIDTH = 48  # columns of its bars
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +52,8 @@ class ReportInputs:
     commands: Sequence[str] = ()  # how rltui was run and what it ran (py-spy, ...)
     mode: str = "live"
     generated_at: float | None = None  # defaults to the snapshot's time
+    thresholds: Thresholds | None = None  # the diagnosis's (the timeline's stall limit)
+    stacks_job: str | None = None  # the job ``stacks`` reads, when the node runs several
 
 
 # -- the document ----------------------------------------------------------------------------------
@@ -155,6 +163,7 @@ def build(inputs: ReportInputs) -> dict[str, Any]:
         "class_stacks": _class_stacks(stacks) if stacks is not None else [],
         "flight_recorder": analysis_json(stacks.flight_recorder) if stacks is not None else None,
         "ranks": _ranks(snap, labels),
+        "timeline": timeline_of(snap, stacks, inputs.thresholds, inputs.stacks_job),
         "gpus": [to_data(g) for g in snap.gpus],
         "gpu_simulated": snap.gpu_simulated,
         "logs": [{"path": path, "rank": _rank_of_log(snap, path),
@@ -241,6 +250,7 @@ def to_markdown(doc: Mapping[str, Any]) -> str:
             out += ["", "Next steps:", ""]
             out += [f"{i}. {step}" for i, step in enumerate(s["next_steps"], 1)]
         out.append("")
+    out += _timeline_md(doc.get("timeline"))
     stacks = doc.get("stacks")
     out += ["## Stacks", ""]
     if stacks is None:
@@ -351,6 +361,16 @@ def write_report(folder: str | os.PathLike, doc: Mapping[str, Any]) -> tuple[Pat
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, target)
     return md, js
+
+
+def _timeline_md(tl: Mapping[str, Any] | None) -> list[str]:
+    """Who stopped first: one line per rank, its steps over the window and where it stopped."""
+    if not tl:
+        return []  # a report written before the timeline existed
+    return (["## Timeline", "", timeline_summary(tl), "", "```"]
+            + timeline_chart(tl, TIMELINE_WIDTH, TIMELINE_ROWS,
+                             more_where="incident.json holds every rank")
+            + ["```", ""])
 
 
 def _flight_recorder_md(fr: dict[str, Any] | None) -> list[str]:

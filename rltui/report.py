@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rltui import __version__, units
+from rltui.diagnosis import timeline
 from rltui.diagnosis.exits import exit_of
+from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import Diagnosis, NodeSnapshot, severity_rank
 from rltui.rankset import compact
 from rltui.serialize import to_data
@@ -32,9 +34,11 @@ def should_fail(diagnosis: Diagnosis, fail_on: str) -> bool:
 def to_json(snap: NodeSnapshot, diagnosis: Diagnosis, mode: str,
             now_source: str = "clock", stacks: StackReport | None = None,
             jobs: Sequence[JobView] = (), focus: str | None = None,
-            stacks_job: str | None = None) -> dict[str, Any]:
+            stacks_job: str | None = None,
+            thresholds: Thresholds | None = None) -> dict[str, Any]:
     """The diagnose document (docs/diagnose-json.md); ``stacks``: the hang report of the py-spy
-    rounds read, when there are any; ``jobs``: the monitor's job views (worst first)."""
+    rounds read, when there are any; ``jobs``: the monitor's job views (worst first);
+    ``thresholds``: the ones the diagnosis used (the timeline's stall limit)."""
     gpus = []
     for g in snap.gpus:
         item = to_data(g)
@@ -77,6 +81,7 @@ def to_json(snap: NodeSnapshot, diagnosis: Diagnosis, mode: str,
             doc["stacks"]["job"] = stacks_job
     from rltui.diagnosis.flightrec import analysis_json
     doc["flight_recorder"] = analysis_json(stacks.flight_recorder if stacks else None)
+    doc["timeline"] = timeline.of_snapshot(snap, stacks, thresholds, stacks_job)
     return doc
 
 

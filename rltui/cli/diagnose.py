@@ -123,6 +123,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         snapshot=snap, diagnosis=diagnosis, mode=mode, now_source=now_source,
         stacks=monitor.stacks, stacks_job=monitor.stacks_job, jobs=monitor.jobs,
         focus=monitor.focus_id or monitor.focus, samples=sampling,
+        thresholds=monitor.thresholds,
         oom=oom_of(monitor, snap, args.job_config, args.model_config),
         doctor=tuple(_doctor(snap, diagnosis, args.job_config)))
     if args.json:

@@ -79,7 +79,7 @@ def steps_stalled(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
         age = snap.timestamp - log.last_step_time
         if age <= th.stall_floor_s:
             continue  # the limit is never below the floor: skip the median (hot with 512 logs)
-        if _finished(log):
+        if finished(log):
             continue  # a completion banner after the last step: ended, not stalled
         limit, median = stall_limit(log, th)
         if age > limit:
@@ -124,7 +124,8 @@ def steps_stalled(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
     )]
 
 
-def _finished(log: LogFileState) -> bool:
+def finished(log: LogFileState) -> bool:
+    """A completion banner after the log's last step: the run ended, it did not stall."""
     last = log.recent_steps[-1].line_no if log.recent_steps else 0
     return any(e.kind == "completion" and e.line_no > last for e in log.events)
 

@@ -92,6 +92,9 @@ class RltuiApp(ThemeVariables, App[int]):
         Binding("i", "incident_report", "Report", id="rltui.report", show=False,
                 tooltip="write an incident report (markdown and JSON) into a new folder; the "
                         "first time asks where (the current folder by default)"),
+        Binding("a", "timeline", "Timeline", id="rltui.timeline", show=False,
+                tooltip="per rank, its steps over time and when it stopped advancing, who "
+                        "stopped first first"),
         Binding("c", "rollout_check", "Rollout check", id="rltui.check.rollout", show=False,
                 tooltip="compare a reference model with the inference server, greedy, token by "
                         "token (runs on request)"),
@@ -405,6 +408,18 @@ class RltuiApp(ThemeVariables, App[int]):
         md, js = written
         self.notify(f"Incident report written to {md.parent}: {md.name} and {js.name}",
                     title="Report", timeout=15, markup=False)
+
+    # -- timeline -----------------------------------------------------------------------------
+    def action_timeline(self) -> None:
+        """Who stopped first: each rank's steps and its stop (docs/screen.md)."""
+        view = self.latest
+        if view is None:
+            return
+        from rltui.ui.screens.timeline import TimelineScreen
+        if isinstance(self.screen, TimelineScreen):
+            self.screen.show(view, self.size.width)  # the key again: drawn anew
+        else:
+            self.push_screen(TimelineScreen(view, self.size.width))
 
     # -- OOM ----------------------------------------------------------------------------------
     def _has_oom(self) -> bool:

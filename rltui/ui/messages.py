@@ -84,4 +84,4 @@ class View:
         """What this evaluation found, for the reports every front end writes alike."""
         return Findings(snapshot=self.snapshot, diagnosis=self.diagnosis, mode=self.mode,
                         stacks=self.stacks, stacks_job=self.stacks_job, jobs=self.jobs,
-                        focus=self.focus, cluster=self.cluster)
+                        focus=self.focus, cluster=self.cluster, thresholds=self.thresholds)

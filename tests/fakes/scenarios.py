@@ -374,6 +374,13 @@ def with_logs(path: str | Path, duration: float = 60.0, crash_at: int = 40,
                  intervals={"gpus": 1.0, "procs": 1.0, "logs": 1.0})
 
 
+def with_logs_stalled(path: str | Path) -> Path:
+    """``with_logs`` played on to 120 s: rank 3 died at 40 s and left at 42 s, ranks 0-2 logged
+    their last step about 44 s in and have waited since, past the steps-stalled limit (60 s):
+    the timeline's "who stopped first" case."""
+    return with_logs(path, duration=120.0)
+
+
 def logs_waiting(path: str | Path, duration: float = 10.0) -> Path:
     """4 ranks whose stdout is not a file, and a --log glob that matches nothing yet."""
 
