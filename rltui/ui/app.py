@@ -32,6 +32,7 @@ from rltui.model import Diagnosis, NodeSnapshot, replace
 from rltui.monitor import Monitor
 from rltui.sources.bundle import Bundle
 from rltui.ui.commands import RltuiCommands
+from rltui.ui.copying import Copying, CopyTarget, copy_binding
 from rltui.ui.drivers import MODE_ACTIONS, REPLAY_ACTIONS, Driver, driver_for
 from rltui.ui.drivers.live import MIN_INTERVAL
 from rltui.ui.messages import DriverCall, ReadingArrived, View
@@ -45,9 +46,10 @@ from rltui.ui.widgets.rank_table import RankPane
 from rltui.ui.zoom import toggle_zoom
 
 SPEED = Binding.Group("Speed")  # + and - share one footer entry
+REPORT_COPY_S = 15.0  # s after a report is written (its notice's time) when y copies its path
 
 
-class RltuiApp(ThemeVariables, App[int]):
+class RltuiApp(Copying, ThemeVariables, App[int]):
     CSS_PATH = "rltui.tcss"
     TITLE = "rltui"
     COMMANDS = App.COMMANDS | {RltuiCommands}
@@ -86,6 +88,7 @@ class RltuiApp(ThemeVariables, App[int]):
                 tooltip="choose the job shown when the node runs several (every pane follows)"),
         Binding("i", "incident_report", "Report", id="rltui.report", show=False,
                 tooltip="write an incident report (markdown and JSON) into the current folder"),
+        copy_binding("rltui.copy"),
         Binding("c", "rollout_check", "Rollout check", id="rltui.check.rollout", show=False,
                 tooltip="compare a reference model with the inference server, greedy, token by "
                         "token (runs on request)"),
@@ -130,6 +133,7 @@ class RltuiApp(ThemeVariables, App[int]):
         self.report_folder: Callable[[float], str] = lambda now: default_folder(
             self.bundle.host, now)  # a test points this into its tmp_path
         self.reports_written: list[tuple[Path, Path]] = []
+        self.report_written_at: float | None = None  # self.monotonic() of the last one
         # Reads the job's and the model's configs for the OOM triage; set by build_app.
         self.oom_reporter: Callable[[NodeSnapshot, list], object] | None = None
         # kind -> factory of the check's form (build_app fills it; the checks screen runs them)
@@ -364,8 +368,18 @@ class RltuiApp(ThemeVariables, App[int]):
                         severity="error", timeout=15)
             return
         self.reports_written.append(written)
-        self.notify(f"Incident report written: {written[0]} and {written[1].name}",
-                    title="Report", timeout=15)
+        self.report_written_at = self.monotonic()
+        self.notify(f"Incident report written: {written[0]} and {written[1].name} "
+                    "(y copies the path)", title="Report", timeout=REPORT_COPY_S)
+
+    def copy_target(self) -> CopyTarget | None:
+        """``y``: while the notice of a report just written shows, the report's path (absolute:
+        it is pasted into a ticket or another shell); else what the screen offers."""
+        at = self.report_written_at
+        if at is not None and self.reports_written and self.monotonic() - at < REPORT_COPY_S:
+            md = self.reports_written[-1][0]
+            return CopyTarget(str(md.absolute()), "the incident report's path", "report-path")
+        return super().copy_target()
 
     # -- OOM ----------------------------------------------------------------------------------
     def _has_oom(self) -> bool:
@@ -526,6 +540,7 @@ def build_app(bundle: Bundle, settings: Settings, config_path: str | Path | None
     was started (redacted), quoted in incident reports; ``job``: the job shown alone
     (``--job``)."""
     from rltui.incident import write_report
+    from rltui.sources.clipboard import save_copy
     from rltui.sources.sourcelines import read_source
 
     app = RltuiApp(bundle, settings, config_path, commands)
@@ -534,6 +549,7 @@ def build_app(bundle: Bundle, settings: Settings, config_path: str | Path | None
     # on the nodes, and this machine's copy (another version, or none) would mislead.
     app.source_lines = read_source if app.driver.reads_local_files else None
     app.report_writer = write_report
+    app.copy_sink = save_copy
 
     def oom_reporter(snapshot, lines):
         from rltui.sources.oominputs import oom_report
