@@ -126,6 +126,7 @@ def cmd_stacks(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.dir}: no py-spy dumps found"
                          + (f" ({'; '.join(problems[:3])})" if problems else ""))
     from rltui.diagnosis.stacks import classify
+    from rltui.sources.clipboard import save_copy
     from rltui.sources.sourcelines import read_source
     from rltui.ui.stacks_app import build_stacks_app
     stacks = classify([dumps])
@@ -140,6 +141,6 @@ def cmd_stacks(args: argparse.Namespace) -> int:
         problems = list(problems) + [f"--flight-recorder: {p}" for p in poll.problems]
     app = build_stacks_app(stacks, problems=problems, source_lines=read_source,
                            title=f"rltui stacks {args.dir}", theme=settings.theme,
-                           config_path=path)
+                           config_path=path, copy_sink=save_copy)
     app.run()
     return EXIT_OK

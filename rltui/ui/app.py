@@ -32,6 +32,7 @@ from rltui.model import Diagnosis, NodeSnapshot, replace
 from rltui.monitor import Monitor
 from rltui.sources.bundle import Bundle
 from rltui.ui.commands import RltuiCommands
+from rltui.ui.copying import Copying, CopyTarget, copy_binding
 from rltui.ui.drivers import MODE_ACTIONS, REPLAY_ACTIONS, Driver, driver_for
 from rltui.ui.drivers.live import MIN_INTERVAL
 from rltui.ui.messages import DriverCall, ReadingArrived, View
@@ -45,9 +46,10 @@ from rltui.ui.widgets.rank_table import RankPane
 from rltui.ui.zoom import toggle_zoom
 
 SPEED = Binding.Group("Speed")  # + and - share one footer entry
+REPORT_COPY_S = 15.0  # s after a report is written (its notice's time) when y copies its path
 
 
-class RltuiApp(ThemeVariables, App[int]):
+class RltuiApp(Copying, ThemeVariables, App[int]):
     CSS_PATH = "rltui.tcss"
     TITLE = "rltui"
     COMMANDS = App.COMMANDS | {RltuiCommands}
@@ -95,6 +97,7 @@ class RltuiApp(ThemeVariables, App[int]):
         Binding("a", "timeline", "Timeline", id="rltui.timeline", show=False,
                 tooltip="per rank, its steps over time and when it stopped advancing, who "
                         "stopped first first"),
+        copy_binding("rltui.copy"),
         Binding("c", "rollout_check", "Rollout check", id="rltui.check.rollout", show=False,
                 tooltip="compare a reference model with the inference server, greedy, token by "
                         "token (runs on request)"),
@@ -145,6 +148,7 @@ class RltuiApp(ThemeVariables, App[int]):
         self.report_parent: Path | None = None
         self.report_suggestion = "."
         self.reports_written: list[tuple[Path, Path]] = []
+        self.report_written_at: float | None = None  # self.monotonic() of the last one
         # Reads the job's and the model's configs for the OOM triage; set by build_app.
         self.oom_reporter: Callable[[NodeSnapshot, list], object] | None = None
         # kind -> factory of the check's form (build_app fills it; the checks screen runs them)
@@ -406,8 +410,9 @@ class RltuiApp(ThemeVariables, App[int]):
             return
         self.reports_written.append(written)
         md, js = written
-        self.notify(f"Incident report written to {md.parent}: {md.name} and {js.name}",
-                    title="Report", timeout=15, markup=False)
+        self.report_written_at = self.monotonic()
+        self.notify(f"Incident report written to {md.parent}: {md.name} and {js.name} "
+                    "(y copies the path)", title="Report", timeout=REPORT_COPY_S, markup=False)
 
     # -- timeline -----------------------------------------------------------------------------
     def action_timeline(self) -> None:
@@ -420,6 +425,15 @@ class RltuiApp(ThemeVariables, App[int]):
             self.screen.show(view, self.size.width)  # the key again: drawn anew
         else:
             self.push_screen(TimelineScreen(view, self.size.width))
+
+    def copy_target(self) -> CopyTarget | None:
+        """``y``: while the notice of a report just written shows, the report's path (absolute:
+        it is pasted into a ticket or another shell); else what the screen offers."""
+        at = self.report_written_at
+        if at is not None and self.reports_written and self.monotonic() - at < REPORT_COPY_S:
+            md = self.reports_written[-1][0]
+            return CopyTarget(str(md.absolute()), "the incident report's path", "report-path")
+        return super().copy_target()
 
     # -- OOM ----------------------------------------------------------------------------------
     def _has_oom(self) -> bool:
@@ -591,6 +605,7 @@ def build_app(bundle: Bundle, settings: Settings, config_path: str | Path | None
     was started (redacted), quoted in incident reports; ``job``: the job shown alone
     (``--job``)."""
     from rltui.incident import write_report
+    from rltui.sources.clipboard import save_copy
     from rltui.sources.sourcelines import read_source
 
     app = RltuiApp(bundle, settings, config_path, commands)
@@ -603,6 +618,7 @@ def build_app(bundle: Bundle, settings: Settings, config_path: str | Path | None
         app.report_suggestion = str(Path.cwd())
     except OSError:  # the folder rltui was started in is gone
         app.report_suggestion = str(Path("~").expanduser())
+    app.copy_sink = save_copy
 
     def oom_reporter(snapshot, lines):
         from rltui.sources.oominputs import oom_report

@@ -7,7 +7,7 @@ colours match), the same stylesheet and help screen, and ``StacksScreen`` as its
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from textual.app import App
@@ -17,12 +17,14 @@ from textual.screen import Screen
 from rltui.diagnosis.stacks import StackReport
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import replace
+from rltui.sources.clipboard import Copied
+from rltui.ui.copying import Copying, copy_binding
 from rltui.ui.screens.help import HelpScreen
 from rltui.ui.screens.stacks import SourceLines, StacksScreen
 from rltui.ui.themes import RltuiTheme, ThemeVariables, load_themes, next_theme, palette_of
 
 
-class StacksApp(ThemeVariables, App[int]):
+class StacksApp(Copying, ThemeVariables, App[int]):
     CSS_PATH = "rltui.tcss"
     TITLE = "rltui stacks"
     BINDINGS = [
@@ -32,12 +34,15 @@ class StacksApp(ThemeVariables, App[int]):
         Binding("t", "cycle_theme", "Theme", show=False, id="rltui.stacks.theme",
                 tooltip="cycle dark, light, colour-blind, yours (not remembered here)"),
         Binding("question_mark,f1", "help", "Help", id="rltui.stacks.help"),
+        copy_binding("rltui.stacks.copy"),
     ]
 
     def __init__(self, report: StackReport, *, problems: Sequence[str] = (),
                  source_lines: SourceLines | None = None, title: str = "",
-                 theme: str = "dark", config_path: str | Path | None = None) -> None:
+                 theme: str = "dark", config_path: str | Path | None = None,
+                 copy_sink: Callable[[str, str], Copied] | None = None) -> None:
         super().__init__()
+        self.copy_sink = copy_sink
         self.themes: dict[str, RltuiTheme]
         self.themes, self.theme_problems = load_themes(config_path)
         for t in self.themes.values():
@@ -78,10 +83,12 @@ class StacksApp(ThemeVariables, App[int]):
 def build_stacks_app(report: StackReport, *, problems: Sequence[str] = (),
                      source_lines: SourceLines | None = None, title: str = "",
                      theme: str = "dark",
-                     config_path: str | Path | None = None) -> StacksApp:
+                     config_path: str | Path | None = None,
+                     copy_sink: Callable[[str, str], Copied] | None = None) -> StacksApp:
     """The app of ``rltui stacks DIR`` (for the CLI and tests alike): ``report`` from
     ``classify``, ``problems`` from reading the dumps, ``source_lines`` usually
     ``rltui.sources.sourcelines.read_source``, ``title`` the folder, ``theme`` the settings',
-    ``config_path`` the config file (the user's themes are beside it)."""
+    ``config_path`` the config file (the user's themes are beside it), ``copy_sink`` where
+    ``y`` writes its copies (``rltui.sources.clipboard.save_copy``; none: OSC 52 alone)."""
     return StacksApp(report, problems=problems, source_lines=source_lines, title=title,
-                     theme=theme, config_path=config_path)
+                     theme=theme, config_path=config_path, copy_sink=copy_sink)

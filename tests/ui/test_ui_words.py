@@ -132,7 +132,7 @@ async def test_i_asks_for_the_folder_once_and_says_where_the_report_is(replay_ap
         assert md == tmp_path / "reports" / "first" / "incident.md"
         assert json.loads(js.read_text())["host"] == app.bundle.host
         assert notes[-1] == (f"Incident report written to {tmp_path / 'reports' / 'first'}: "
-                             "incident.md and incident.json")
+                             "incident.md and incident.json (y copies the path)")
         # the second report goes to the same folder without asking
         await pilot.press("i")
         await pilot.pause()

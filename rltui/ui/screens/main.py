@@ -16,6 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from rltui.logbook import LogBook
+from rltui.ui.copying import CopyTarget, quoted
 from rltui.ui.messages import View
 from rltui.ui.widgets import GpuPane, HeaderBar, LogPane, NodesPane, RankPane, SymptomsPane
 
@@ -61,6 +62,14 @@ class MainScreen(Screen):
             self.node_pane.show(view)
         for pane in (self.header, self.gpus, self.ranks, self.symptoms, self.logs):
             pane.show(view)
+
+    def copy_target(self) -> CopyTarget | None:
+        """``y``: the selected symptom's evidence (title, id, ranks, evidence lines)."""
+        found = self.symptoms.copy_text()
+        if found is None:
+            return None
+        text, symptom = found
+        return CopyTarget(text, f"the evidence of {quoted(symptom.title)}", "evidence")
 
     def on_resize(self, event: Resize) -> None:
         width, height = event.size

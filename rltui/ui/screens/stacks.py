@@ -27,8 +27,10 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from rltui.diagnosis.copytext import stack_class_text
 from rltui.diagnosis.stacks import HANG, PROGRESSING, WORKING, StackReport
 from rltui.diagnosis.stackview import Side, StackView, member_text, pattern_name, pattern_source
+from rltui.ui.copying import CopyTarget
 from rltui.ui.screens.flightrec import FlightRecorderScreen
 from rltui.ui.themes import Palette, palette_of
 from rltui.ui.widgets.stack_classes import StackClassPane
@@ -393,6 +395,14 @@ class StacksScreen(Screen):
 
     def action_zoom(self) -> None:
         toggle_zoom(self)
+
+    def copy_target(self) -> CopyTarget | None:
+        """``y``: the class under the class list's cursor, as py-spy prints a thread."""
+        row = self.class_pane.selected
+        if row is None:
+            return None
+        return CopyTarget(stack_class_text(self.report, row.index),
+                          f"stack class {row.label} ({row.ranks})", "stack")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "flight_recorder":  # in the footer only when the dumps were read

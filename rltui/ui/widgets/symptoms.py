@@ -15,6 +15,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from rltui.diagnosis.copytext import evidence_text
 from rltui.model import Symptom
 from rltui.rankset import compact
 from rltui.scrub import printable
@@ -81,6 +82,13 @@ class SymptomsPane(Vertical):
         if index is None or not symptoms or index >= len(symptoms):
             return symptoms[0] if symptoms else None
         return symptoms[index]
+
+    def copy_text(self) -> tuple[str, Symptom] | None:
+        """The selected symptom's evidence block as ``y`` copies it (rltui.diagnosis.copytext)."""
+        s, view = self.selected, self._view
+        if s is None or view is None:
+            return None
+        return evidence_text(s, view.snapshot.timestamp), s
 
     def show(self, view: View) -> None:
         palette_changed = self._view is None or self._view.palette is not view.palette
