@@ -346,6 +346,13 @@ class ProcSource:
                     return old
                 if not proc.is_running():  # the PID belongs to another process now
                     return self._check(pid, None, mono, force_job)
+            if cmdline == () and not reason and _mid_exec(proc):
+                # Between its exec and its arguments (the parent's fork returned, the kernel
+                # has not laid out argv yet): not cached, so the next poll (a full scan's or a
+                # follow's) reads it again instead of taking it for no job process for
+                # RECHECK_S.
+                self._entries.pop(pid, None)
+                return None
             cmdline = cmdline or ()
             # A burst of new processes (the first scan) would all come due in the same poll;
             # staggering their first re-check by PID spreads that cost over recheck_s.
@@ -479,6 +486,15 @@ def _main_thread_children(pid: int) -> list[int]:
             return [int(p) for p in fh.read().split()]
     except (OSError, ValueError):
         return []
+
+
+def _mid_exec(proc: psutil.Process) -> bool:
+    """Whether a process with an empty command line is a user process caught in its exec
+    (kernel threads, children of kthreadd, have none for good)."""
+    try:
+        return proc.pid != 2 and proc.ppid() != 2 and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _running(proc: psutil.Process) -> bool:

@@ -54,8 +54,10 @@ PARENT = (
 LATER = (
     "import os, subprocess, sys\nfd = int(sys.argv[1])\nos.write(fd, b'ready\\n')\n"
     "sys.stdin.readline()\n"
-    "kid = subprocess.Popen([sys.executable, '-c', 'import sys; sys.stdin.read()'],"
-    " stdin=subprocess.PIPE, env=dict(os.environ, RANK='1', LOCAL_RANK='1'))\n"
+    "kid = subprocess.Popen([sys.executable, '-c', 'import sys; print(flush=True); "
+    "sys.stdin.read()'], stdin=subprocess.PIPE, stdout=subprocess.PIPE,"
+    " env=dict(os.environ, RANK='1', LOCAL_RANK='1'))\n"
+    "kid.stdout.readline()\n"  # it runs: its exec is over (Popen returns before argv is laid out)
     "os.write(fd, f'{kid.pid}\\n'.encode())\nos.close(fd)\nsys.stdin.read()\n"
     "kid.kill()\nkid.wait()\n"
 )
