@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from importlib import resources
 from importlib.abc import Traversable
-from pathlib import Path
 
 from rltui.cli.common import EXIT_OK, UsageError
 
@@ -22,15 +20,11 @@ SUFFIX = ".md"
 def docs_folder() -> Traversable:
     """The shipped pages: ``rltui/docs`` in an installed wheel, else the ``docs/`` folder at
     the top of the checkout this package was imported from (run in place or editable)."""
-    inside = resources.files("rltui").joinpath("docs")
-    if inside.is_dir():
-        return inside
-    import rltui
-    checkout = Path(rltui.__file__).resolve().parent.parent / "docs"
-    if checkout.is_dir():
-        return checkout
-    raise UsageError(f"the documentation is missing (looked in {inside} and {checkout}): a "
-                     "broken install")
+    from rltui.shipped import NotShipped, shipped_folder
+    try:
+        return shipped_folder("docs")
+    except NotShipped as exc:
+        raise UsageError(f"the documentation is missing ({exc}): a broken install") from None
 
 
 def topics(folder: Traversable | None = None) -> dict[str, Traversable]:

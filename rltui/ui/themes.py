@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from functools import cache
-from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import yaml
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
-import rltui
+from rltui import shipped
 from rltui.config import THEME_NAME, THEMES, themes_dir
 from rltui.sources import safeopen
 
@@ -89,14 +88,11 @@ class RltuiTheme:
 def shipped_folder() -> Traversable:
     """The shipped theme files: ``rltui/themes`` in an installed wheel, else the ``themes/``
     folder at the top of the checkout this package was imported from."""
-    inside = resources.files("rltui").joinpath("themes")
-    if inside.is_dir():
-        return inside
-    checkout = Path(rltui.__file__).resolve().parent.parent / "themes"
-    if checkout.is_dir():
-        return checkout
-    raise ThemeFileError(f"the shipped theme files are missing (looked in {inside} and "
-                         f"{checkout}): a broken install")
+    try:
+        return shipped.shipped_folder("themes")
+    except shipped.NotShipped as exc:
+        raise ThemeFileError(f"the shipped theme files are missing ({exc}): a broken "
+                             "install") from None
 
 
 def theme_text(name: str) -> str:

@@ -1,0 +1,23 @@
+"""The folders shipped beside the code (themes/, docs/): inside the installed wheel as
+``rltui/<name>`` (hatch force-include), else at the top of the checkout this package was imported
+from (run in place, or an editable install)."""
+
+from __future__ import annotations
+
+from importlib import resources
+from importlib.abc import Traversable
+from pathlib import Path
+
+
+class NotShipped(LookupError):
+    """Neither place holds the folder: a broken install. The message says where it looked."""
+
+
+def shipped_folder(name: str) -> Traversable:
+    inside = resources.files("rltui").joinpath(name)
+    if inside.is_dir():
+        return inside
+    checkout = Path(__file__).resolve().parent.parent / name
+    if checkout.is_dir():
+        return checkout
+    raise NotShipped(f"looked in {inside} and {checkout}")
