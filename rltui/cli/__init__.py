@@ -20,6 +20,7 @@ from rltui.cli.common import (  # noqa: F401 - the public names of rltui.cli
     UsageError,
     add_config_option,
     add_host_options,
+    add_oom_options,
     add_source_options,
     check_numbers,
     invocation,
@@ -84,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_option(p, sub=False)
     add_source_options(p, sub=False)
     add_host_options(p, sub=False)
+    add_oom_options(p, sub=False)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", action=_Commands)
 
     from rltui.demo.scenarios import SCENARIOS  # standard library only: --help stays fast
@@ -102,11 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--ranks", type=int, default=4, help="number of ranks (2-64, default 4)")
     d.add_argument("--list", action="store_true", help="list the scenarios and exit")
     add_config_option(d)
+    add_oom_options(d)
 
     r = sub.add_parser("replay", help="play a recorded scenario folder in the app")
     r.add_argument("dir", metavar="DIR")
     r.add_argument("--speed", type=float, default=1.0, help="playback speed (default 1)")
     add_config_option(r)
+    add_oom_options(r)
 
     rec = sub.add_parser("record", help="record every reading into a scenario folder",
                          description="Polls the sources at their cadence and writes every "
@@ -145,10 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--report", metavar="DIR",
                     help="also write an incident report (incident.md and incident.json) into "
                          "DIR: symptoms, stack classes, ranks, log tails, debug env, commands")
-    dg.add_argument("--job-config", metavar="FILE",
-                    help="the job's config, for the OOM triage (default: from its command line)")
-    dg.add_argument("--model-config", metavar="FILE",
-                    help="the model's HF config.json, for the OOM memory estimate")
+    add_oom_options(dg)
     dg.add_argument("--now", metavar="TIME",
                     help="what 'now' is for stall checks on logs read offline: POSIX seconds "
                          "or an ISO time such as 2026-03-01T12:00:00 (default: the time of "
@@ -182,10 +183,12 @@ def build_parser() -> argparse.ArgumentParser:
                                     "OOM, decides the training phase, loads the job's config and "
                                     "proposes ranked config changes with a patch (rltui docs oom). "
                                     "Exit 0: an OOM was triaged; 1: no OOM found; 2: usage error.")
-    om.add_argument("--config", dest="job_config", metavar="FILE",
+    # --config is the command's first name for it; --job-config the app's and diagnose's.
+    om.add_argument("--config", "--job-config", dest="job_config", metavar="FILE",
+                    default=argparse.SUPPRESS,
                     help="the job's config (verl Hydra YAML, AReaL YAML); default: found from "
                          "the job's command line")
-    om.add_argument("--model-config", metavar="FILE",
+    om.add_argument("--model-config", metavar="FILE", default=argparse.SUPPRESS,
                     help="the model's HF config.json (or its folder), for the memory estimate")
     om.add_argument("--json", action="store_true", help="print the oom object as JSON")
     om.add_argument("--duration", type=float, default=1.0,

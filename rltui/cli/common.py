@@ -58,6 +58,29 @@ def add_config_option(p: argparse.ArgumentParser, sub: bool = True) -> None:
                    help="config file (default: RLTUI_CONFIG, else the XDG config path)")
 
 
+def add_oom_options(p: argparse.ArgumentParser, sub: bool = True) -> None:
+    """--job-config and --model-config: what the OOM triage reads beyond the logs (the app's
+    `m`, diagnose). Suppressed on sub-commands, as the source options: ``rltui --job-config F
+    demo`` keeps the value given before the command."""
+    dflt = argparse.SUPPRESS if sub else None
+    p.add_argument("--job-config", metavar="FILE", default=dflt,
+                   help="the job's config (verl Hydra YAML, AReaL YAML), for the OOM triage "
+                        "(default: found from the job's command line)")
+    p.add_argument("--model-config", metavar="FILE", default=dflt,
+                   help="the model's HF config.json (or its folder), for the OOM memory "
+                        "estimate (default: the model path of the job's config)")
+
+
+def oom_options(args: argparse.Namespace) -> tuple[str | None, str | None]:
+    """(job config, model config) as given; a path that does not exist is a usage error now,
+    not a note found later on the OOM screen."""
+    job, model = getattr(args, "job_config", None), getattr(args, "model_config", None)
+    for flag, path in (("--job-config", job), ("--model-config", model)):
+        if path and not Path(path).expanduser().exists():
+            raise UsageError(f"{flag} {path}: not found")
+    return job, model
+
+
 def add_host_options(p: argparse.ArgumentParser, sub: bool = True):
     # On diagnose the defaults are suppressed, as for the source options: ``rltui --hosts a
     # diagnose`` keeps the top-level value.

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 from rltui.cli.common import (
     EXIT_FOUND,
@@ -18,6 +17,7 @@ from rltui.cli.common import (
     live_or_demo_bundle,
     load_settings,
     oom_of,
+    oom_options,
     say_no_job,
     unreadable,
 )
@@ -28,9 +28,7 @@ def cmd_oom(args: argparse.Namespace) -> int:
     settings, _ = load_settings(args)
     if args.duration < 0:
         raise UsageError("--duration must not be negative")
-    for flag, path in (("--config", args.job_config), ("--model-config", args.model_config)):
-        if path and not Path(path).expanduser().exists():
-            raise UsageError(f"{flag} {path}: not found")
+    job_config, model_config = oom_options(args)
     from rltui.monitor import Monitor
     from rltui.sources.bundle import run_schedule
     bundle = live_or_demo_bundle(args, settings)
@@ -50,7 +48,7 @@ def cmd_oom(args: argparse.Namespace) -> int:
     if monitor.focus is not None and monitor.focus_id is None:
         say_no_job(monitor, snap)
         return EXIT_NO_JOB
-    oom = oom_of(monitor, snap, args.job_config, args.model_config)
+    oom = oom_of(monitor, snap, job_config, model_config)
     if oom is None:
         denied = [why for why in map(unreadable, getattr(args, "log", None) or []) if why]
         if denied:  # "no OOM found" would say the file was read

@@ -19,16 +19,20 @@ from rltui.cli.common import (
     load_scenario,
     load_settings,
     log_globs,
+    oom_options,
     saved_stacks,
     source_args,
     start_demo,
 )
 
 
-def run_app(bundle, settings, config_path, job: str | None = None) -> int:
+def run_app(bundle, settings, config_path, job: str | None = None,
+            oom: tuple[str | None, str | None] = (None, None)) -> int:
+    """``oom``: the --job-config and --model-config the OOM triage (`m`) reads."""
     from rltui.ui.app import build_app
     try:
-        build_app(bundle, settings, config_path, commands=invocation(), job=job).run()
+        build_app(bundle, settings, config_path, commands=invocation(), job=job,
+                  job_config=oom[0], model_config=oom[1]).run()
     finally:
         bundle.close()
     # A poll stuck in the outside world (NVML hung in the driver, a py-spy that never returns)
@@ -42,13 +46,14 @@ def run_app(bundle, settings, config_path, job: str | None = None) -> int:
 def cmd_watch(args: argparse.Namespace) -> int:
     settings, path = load_settings(args)
     from rltui.cli import hosts as cluster_run
-    if cluster_run.wanted(args):
+    if cluster_run.wanted(args):  # refuses --job-config and --model-config: this node's files
         return run_app(cluster_run.cluster_bundle(args, settings), settings, path)
+    oom = oom_options(args)
     match, pids = source_args(args)
     paths, urls = flight_recorder_args(args)
     from rltui.sources.bundle import live_bundle
     return run_app(live_bundle(settings, match, pids, log_globs(args), flight_recorder=paths,
-                               torch_debug=urls), settings, path, job=job_option(args))
+                               torch_debug=urls), settings, path, job=job_option(args), oom=oom)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -58,6 +63,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             print(f"{name:22} {text}")
         return EXIT_OK
     settings, path = load_settings(args)
+    oom = oom_options(args)
     job = start_demo(args.scenario, args.ranks)
     from rltui.sources.bundle import demo_bundle
     try:
@@ -65,18 +71,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
     except BaseException:
         job.stop()
         raise
-    return run_app(bundle, settings, path)
+    return run_app(bundle, settings, path, oom=oom)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     settings, path = load_settings(args)
     if args.speed <= 0:
         raise UsageError("--speed must be positive")
+    oom = oom_options(args)
     scenario = load_scenario(args.dir)
     for warning in scenario.warnings:
         print(f"rltui: warning: {warning}", file=sys.stderr)
     from rltui.sources.bundle import replay_bundle
-    return run_app(replay_bundle(scenario, args.speed), settings, path)
+    return run_app(replay_bundle(scenario, args.speed), settings, path, oom=oom)
 
 
 def cmd_record(args: argparse.Namespace) -> int:

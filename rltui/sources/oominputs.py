@@ -140,7 +140,7 @@ def gather(snap: NodeSnapshot, lines: Sequence[Any], *, job_config: str | None =
             kept = tuple(p for p in config.problems if "framework not recognised" not in p)
             config = replace(config, framework=seen, problems=kept)
             problems.append(f"framework {seen} recognised from the traceback; its config was not "
-                            "found, so its documented defaults stand in (give --config)")
+                            "found, so its documented defaults stand in (give --job-config)")
     shape, source, more = model_shape(config, model_config)
     problems += more
     return OomInputs(log=log, event=event, before=lines_before(lines, log.path, event.line_no),

@@ -458,16 +458,13 @@ class RltuiApp(Copying, ThemeVariables, App[int]):
         self.call_from_thread(self._show_oom, report)
 
     def _show_oom(self, report) -> None:
-        from rltui.diagnosis.oom.report import report_text
         from rltui.ui.screens.oom import OomScreen
         if report is None:
             self.notify("No OOM in the logs.", severity="information")
             return
-        title = (f"OOM triage: {report.phase.phase} ({report.phase.confidence} confidence), "
-                 f"{report.framework}")
         if isinstance(self.screen, OomScreen):
             self.pop_screen()
-        self.push_screen(OomScreen(title, report_text(report)))
+        self.push_screen(OomScreen(report))
 
     # -- checks on request ----------------------------------------------------------------------
     def action_rollout_check(self) -> None:
@@ -600,10 +597,13 @@ class RltuiApp(Copying, ThemeVariables, App[int]):
 
 
 def build_app(bundle: Bundle, settings: Settings, config_path: str | Path | None = None,
-              commands: Sequence[str] = (), job: str | None = None) -> RltuiApp:
+              commands: Sequence[str] = (), job: str | None = None,
+              job_config: str | None = None, model_config: str | None = None) -> RltuiApp:
     """The one way to build the app, for the CLI and for tests alike. ``commands``: how rltui
     was started (redacted), quoted in incident reports; ``job``: the job shown alone
-    (``--job``)."""
+    (``--job``); ``job_config``, ``model_config``: what the OOM triage reads (--job-config,
+    --model-config; without them the job's config is found from its command line, as
+    ``rltui oom`` finds it)."""
     from rltui.incident import write_report
     from rltui.sources.clipboard import save_copy
     from rltui.sources.sourcelines import read_source
@@ -622,7 +622,7 @@ def build_app(bundle: Bundle, settings: Settings, config_path: str | Path | None
 
     def oom_reporter(snapshot, lines):
         from rltui.sources.oominputs import oom_report
-        return oom_report(snapshot, lines)
+        return oom_report(snapshot, lines, job_config=job_config, model_config=model_config)
 
     app.oom_reporter = oom_reporter
     app.check_forms = check_forms()

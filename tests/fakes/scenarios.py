@@ -293,7 +293,8 @@ OOM_LINE = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 
 
 
 def with_logs(path: str | Path, duration: float = 60.0, crash_at: int = 40,
-              exit_at: int = 42, hang_at: int = 44) -> Path:
+              exit_at: int = 42, hang_at: int = 44,
+              cmdline: tuple[str, ...] | None = None) -> Path:
     """4 ranks writing verl step lines (100 steps in all) to their stdout files, and a driver
     log. Rank 1 warns and writes an over-long (cut) line, rank 2 hits a CUDA OOM at 30 s and
     retries, rank 3 dies with a traceback at ``crash_at`` and exits at ``exit_at``; the others
@@ -318,7 +319,8 @@ def with_logs(path: str | Path, duration: float = 60.0, crash_at: int = 40,
         alive = [r for r in range(4) if r != 3 or s < exit_at]
         readings.append(_procs_ok(s, tuple(
             replace(proc(r, world=4), stdout_path=f"{LOG_DIR}/rank{r}.log",
-                    stderr_path=f"{LOG_DIR}/rank{r}.log") for r in alive)))
+                    stderr_path=f"{LOG_DIR}/rank{r}.log",
+                    cmdline=cmdline or proc(r).cmdline) for r in alive)))
         now = T0 + s + 0.25
         if s == 0:
             driver.write("INFO 2023-11-14 22:13:20,104 verl.trainer.main_ppo: config ppo.yaml, "
@@ -372,6 +374,34 @@ def with_logs(path: str | Path, duration: float = 60.0, crash_at: int = 40,
     return write(path, readings, job="python -m verl.trainer.main_ppo",
                  description="4 ranks with logs: OOM on rank 2, traceback on rank 3",
                  intervals={"gpus": 1.0, "procs": 1.0, "logs": 1.0})
+
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+VERL_CONFIG = FIXTURES / "configs" / "verl"
+QWEN2_7B = FIXTURES / "models" / "qwen2-7b"
+
+
+def verl_cmdline(model: str | Path = QWEN2_7B) -> tuple[str, ...]:
+    """The verl GRPO command line of fixtures/configs/verl/cmdline.txt, its --config-path made
+    absolute (the fixture's folder) and its model path ``model`` (a local folder with the
+    model's config.json, as a job that loads its weights from disk names it)."""
+    import shlex
+    text = (VERL_CONFIG / "cmdline.txt").read_text().replace("\\\n", " ")
+    out = []
+    for arg in shlex.split(text):
+        if arg.startswith("--config-path="):
+            arg = f"--config-path={VERL_CONFIG}"
+        elif arg.startswith("actor_rollout_ref.model.path="):
+            arg = f"actor_rollout_ref.model.path={model}"
+        out.append(arg)
+    return tuple(out)
+
+
+def with_logs_verl(path: str | Path) -> Path:
+    """``with_logs`` whose ranks run the verl command line of ``verl_cmdline``: the OOM of
+    rank 2 is triaged against that config (found from the command line) and the model's
+    config.json its model path names."""
+    return with_logs(path, cmdline=verl_cmdline())
 
 
 def with_logs_stalled(path: str | Path) -> Path:

@@ -41,11 +41,12 @@ def replay_app(scenario_path, tmp_path) -> Callable[..., RltuiApp]:
     is remembered in a config file under the test's tmp_path, never the user's."""
 
     def make(name: str, theme: str = "dark", settings: Settings | None = None,
-             paused: bool = False) -> RltuiApp:
+             paused: bool = False, **options) -> RltuiApp:
+        """``options``: build_app's own (job_config, model_config, ...)."""
         bundle = scenarios.bundle(scenario_path(name))
         if bundle.player is not None:
             bundle.player.paused = paused
         return build_app(bundle, settings or Settings(theme=theme),
-                         config_path=tmp_path / "config.yaml")
+                         config_path=tmp_path / "config.yaml", **options)
 
     return make

@@ -65,7 +65,8 @@ def triage(event: LogEvent, before: Sequence[str], config: JobConfig, *,
     return OomReport(numbers=numbers, phase=ph, framework=config.framework,
                      suggestions=tuple(found), patch=patch(config.framework, found),
                      estimate=estimate,
-                     notes=tuple(notes) + tuple(config.problems) + tuple(more))
+                     notes=tuple(notes) + tuple(config.problems) + tuple(more),
+                     config_sources=config.sources)
 
 
 def report_json(r: OomReport) -> dict[str, Any]:
@@ -93,16 +94,19 @@ def report_json(r: OomReport) -> dict[str, Any]:
         "patch": r.patch,
         "estimate": dict(r.estimate) if r.estimate is not None else None,
         "notes": list(r.notes),
+        "config_sources": list(r.config_sources),
     }
 
 
 def report_text(r: OomReport) -> str:
+    from rltui.diagnosis.oom import present
     n = r.numbers
     lines = [f"OOM ({n.kind}) on GPU {n.gpu if n.gpu is not None else '?'}: "
              f"phase {r.phase.phase} ({r.phase.confidence} confidence"
              + (f", {r.phase.role}" if r.phase.role else "") + ")",
              f"  why this phase: {r.phase.reason or 'nothing decided it'}",
-             f"  framework: {r.framework}"]
+             f"  framework: {r.framework}",
+             f"  config: {present.config_text(r)}"]
     if n.requested is not None or n.capacity is not None:
         lines.append(f"  tried to allocate {units.gib(n.requested)}; capacity "
                      f"{units.gib(n.capacity)}, free {units.gib(n.free)}, allocated by PyTorch "
@@ -111,23 +115,22 @@ def report_text(r: OomReport) -> str:
     for pid, used in n.others:
         lines.append(f"  process {pid} holds {units.gib(used)}")
     lines.append("")
-    shortfall = (n.requested - n.free if n.requested is not None and n.free is not None
-                 else None)
-    if shortfall is not None and shortfall > 0:
+    shortfall = present.shortfall(r)
+    if shortfall is not None:
         lines.append(f"  short by {units.gib(shortfall)} (requested minus free)")
     if r.suggestions:
         lines.append("Suggestions, most direct first:")
         for i, s in enumerate(r.suggestions, 1):
-            cur = f"{s.current!r}" + (" (default)" if s.current_is_default else "")
-            effect = f", saves about {units.gib(s.effect_bytes)}" if s.effect_bytes else ""
+            cur = present.current_text(s, bool(r.config_sources))
+            effect = f", saves {present.saves_text(s)}" if s.effect_bytes else ""
             if s.effect_bytes and shortfall and s.effect_bytes >= shortfall:
                 effect += " (covers the shortfall)"
-            lines.append(f" {i}. {s.key}: {cur} -> {s.proposed!r}{effect}")
-            if s.need_before is not None and s.need_after is not None:
-                lines.append(f"      estimate for the phase: {units.gib(s.need_before)} -> "
-                             f"{units.gib(s.need_after)}")
+            lines.append(f" {i}. {present.key_text(s)}: {cur} -> {present.proposed_text(s)}"
+                         f"{effect}")
+            if present.estimate_text(s):
+                lines.append(f"      estimate for the phase: {present.estimate_text(s)}")
             for k, v in s.also:
-                lines.append(f"      with {k}: {v!r}")
+                lines.append(f"      with {k}: {present.value_text(v)}")
             lines.append(f"      why: {s.why}")
             lines.append(f"      trade-off: {s.tradeoff}")
     else:

@@ -398,7 +398,7 @@ def suggest(ctx: Context) -> tuple[list[Suggestion], list[str]]:
     if rules is None:
         if ctx.config.framework == "unknown":
             notes.append("framework not recognised: generic PyTorch advice only (give the "
-                         "config with --config to get exact keys)")
+                         "config with --job-config to get exact keys)")
         else:
             notes.append(f"{ctx.config.framework}: no config rules yet, generic PyTorch advice "
                          "only")

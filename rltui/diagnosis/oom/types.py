@@ -88,3 +88,4 @@ class OomReport:
     patch: str = ""  # the framework's patch style (Hydra overrides or a YAML fragment), env lines
     estimate: Mapping[str, Any] | None = None  # components in bytes, before and after
     notes: tuple[str, ...] = ()
+    config_sources: tuple[str, ...] = ()  # the job config's files and overrides read (JobConfig)

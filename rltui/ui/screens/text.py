@@ -1,4 +1,4 @@
-"""A titled, scrollable text: the OOM triage, a check's result in full."""
+"""A titled, scrollable text: a check's result in full."""
 
 from __future__ import annotations
 
