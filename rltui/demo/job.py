@@ -66,6 +66,7 @@ class DemoJob:
         self.created_run_dir = run_dir is None
         self.run_dir = Path(tempfile.mkdtemp(prefix="rltui-demo-") if run_dir is None else run_dir)
         self._procs: list[subprocess.Popen] = []
+        self.rank_args: list[str] = []  # the ranks' arguments (the OOM scenario's config)
         self._store: StoreServer | None = None
         self._keeper: threading.Thread | None = None
         self._release = threading.Event()
@@ -79,6 +80,9 @@ class DemoJob:
         if self._keeper is not None:
             raise RuntimeError("this demo job was already started")
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.scenario == "oom":  # configured as a verl run, so the triage has values to read
+            from rltui.demo import jobconfig
+            self.rank_args = jobconfig.write(self.run_dir)
         spec = Scenario(self.scenario, self.ranks, self.fail_step)
         self._store = StoreServer(self.ranks, stall_at_all_reduce=spec.stall_at_all_reduce).start()
         atexit.register(self.stop)
@@ -125,7 +129,7 @@ class DemoJob:
         })
         with open(self.log_path(rank), "ab") as log:  # the child keeps its own descriptor
             return subprocess.Popen(
-                [self.python, "-m", "rltui.demo.rank"], stdin=subprocess.DEVNULL, stdout=log,
+                [self.python, "-m", "rltui.demo.rank", *self.rank_args], stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, env=env, cwd=self.run_dir, start_new_session=True)
 
     def stop(self, timeout: float = 3.0) -> None:

@@ -78,3 +78,17 @@ def test_diagnose_json_carries_the_oom_object():
     doc = json.loads(out.stdout)
     assert "cuda-oom" in [s["id"] for s in doc["symptoms"]]
     assert doc["oom"]["phase"] == "log-prob" and doc["oom"]["role"] == "ref"
+
+
+def test_the_demo_oom_is_a_verl_run_whose_triage_has_values_and_a_patch():
+    """`rltui demo --scenario oom` is what a newcomer tries first: its ranks carry a verl
+    command line (a config folder, a model config and overrides), so the triage names verl, the
+    values in use and a patch, as it does for a real verl job."""
+    out = rltui("diagnose", "--demo", "oom", "--ranks", "2", "--duration", "25", "--json")
+    oom = json.loads(out.stdout)["oom"]
+    assert oom["framework"] == "verl", oom
+    (first, *_) = oom["suggestions"]
+    assert first["key"] == "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu"
+    assert (first["current"], first["proposed"]) == (8, 4)
+    assert first["estimate_after"] < first["estimate_before"]
+    assert "log_prob_micro_batch_size_per_gpu=4" in oom["patch"]
