@@ -25,10 +25,12 @@ from rltui.cli.common import (
 )
 
 
-def run_app(bundle, settings, config_path, job: str | None = None) -> int:
+def run_app(bundle, settings, config_path, job: str | None = None,
+            read_only: bool = False) -> int:
     from rltui.ui.app import build_app
     try:
-        build_app(bundle, settings, config_path, commands=invocation(), job=job).run()
+        build_app(bundle, settings, config_path, commands=invocation(), job=job,
+                  read_only=read_only).run()
     finally:
         bundle.close()
     # A poll stuck in the outside world (NVML hung in the driver, a py-spy that never returns)
@@ -43,12 +45,14 @@ def cmd_watch(args: argparse.Namespace) -> int:
     settings, path = load_settings(args)
     from rltui.cli import hosts as cluster_run
     if cluster_run.wanted(args):
-        return run_app(cluster_run.cluster_bundle(args, settings), settings, path)
+        return run_app(cluster_run.cluster_bundle(args, settings), settings, path,
+                       read_only=args.read_only)
     match, pids = source_args(args)
     paths, urls = flight_recorder_args(args)
     from rltui.sources.bundle import live_bundle
     return run_app(live_bundle(settings, match, pids, log_globs(args), flight_recorder=paths,
-                               torch_debug=urls), settings, path, job=job_option(args))
+                               torch_debug=urls), settings, path, job=job_option(args),
+                   read_only=args.read_only)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -65,7 +69,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     except BaseException:
         job.stop()
         raise
-    return run_app(bundle, settings, path)
+    return run_app(bundle, settings, path, read_only=args.read_only)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -76,7 +80,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     for warning in scenario.warnings:
         print(f"rltui: warning: {warning}", file=sys.stderr)
     from rltui.sources.bundle import replay_bundle
-    return run_app(replay_bundle(scenario, args.speed), settings, path)
+    return run_app(replay_bundle(scenario, args.speed), settings, path,
+                   read_only=args.read_only)
 
 
 def cmd_record(args: argparse.Namespace) -> int:
