@@ -86,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_source_options(p, sub=False)
     add_host_options(p, sub=False)
     add_oom_options(p, sub=False)
+    # The app without the keys that change anything: what `rltui serve` starts for each browser
+    # session unless --allow-actions (rltui.cli.serve). Hidden: a session's flag, not a user's.
+    p.add_argument("--read-only", action="store_true", help=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", action=_Commands)
 
     from rltui.demo.scenarios import SCENARIOS  # standard library only: --help stays fast
@@ -224,6 +227,16 @@ def build_parser() -> argparse.ArgumentParser:
                     "on each node over ssh or srun (rltui docs agent).")
 
     sub.add_later(
+        "serve", "rltui.cli.serve:add_arguments",
+        help="the app in a browser (textual-serve), behind a token, read-only by default",
+        description="Serves the app to a browser with Textualize's textual-serve, for a "
+                    "teammate at the other end of an ssh tunnel: listens on 127.0.0.1 unless "
+                    "--host, every address needs the random token of the URL printed at start, "
+                    "and the keys that change anything (dump, report, checks, theme saving) are "
+                    "off unless --allow-actions. Each browser session runs its own app (rltui "
+                    "docs serve). Needs the serve extra: pip install 'rltui[serve]'.")
+
+    sub.add_later(
         "rollout-check", "rltui.checks.rollout.cli:add_arguments",
         help="compare a reference (HF model or endpoint) with an inference server, greedy, "
              "token by token",
@@ -249,12 +262,18 @@ COMMANDS = {None: cmd_watch, "demo": cmd_demo, "replay": cmd_replay, "record": c
             "diagnose": cmd_diagnose, "stacks": cmd_stacks, "oom": cmd_oom, "jobs": cmd_jobs,
             "docs": cmd_docs,
             "agent": lambda args: _agent(args),
+            "serve": lambda args: _serve(args),
             "rollout-check": lambda args: _check("rollout", args),
             "workflow-check": lambda args: _check("workflow", args)}
 
 
 def _agent(args: argparse.Namespace) -> int:
     from rltui.cli.agent import run
+    return run(args)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from rltui.cli.serve import run
     return run(args)
 
 
@@ -268,7 +287,7 @@ def _hosts_only_where_read(args: argparse.Namespace) -> None:
     """The host flags are read by the app and by diagnose; given before another command they
     would be dropped without a word (``rltui --hosts a demo`` watching this node)."""
     from rltui.cli.hosts import HOST_FLAGS, WITH_HOSTS
-    if args.command in (None, "diagnose"):
+    if args.command in (None, "diagnose", "serve"):  # serve passes them on to the app
         return
     given = [f"--{n.replace('_', '-')}" for n in HOST_FLAGS + WITH_HOSTS
              if getattr(args, n, None) is not None]

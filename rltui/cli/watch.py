@@ -27,12 +27,13 @@ from rltui.cli.common import (
 
 
 def run_app(bundle, settings, config_path, job: str | None = None,
-            oom: tuple[str | None, str | None] = (None, None)) -> int:
-    """``oom``: the --job-config and --model-config the OOM triage (`m`) reads."""
+            oom: tuple[str | None, str | None] = (None, None), read_only: bool = False) -> int:
+    """``oom``: the --job-config and --model-config the OOM triage (`m`) reads; ``read_only``:
+    the app without the keys that change anything (``rltui serve``)."""
     from rltui.ui.app import build_app
     try:
         build_app(bundle, settings, config_path, commands=invocation(), job=job,
-                  job_config=oom[0], model_config=oom[1]).run()
+                  job_config=oom[0], model_config=oom[1], read_only=read_only).run()
     finally:
         bundle.close()
     # A poll stuck in the outside world (NVML hung in the driver, a py-spy that never returns)
@@ -47,13 +48,15 @@ def cmd_watch(args: argparse.Namespace) -> int:
     settings, path = load_settings(args)
     from rltui.cli import hosts as cluster_run
     if cluster_run.wanted(args):  # refuses --job-config and --model-config: this node's files
-        return run_app(cluster_run.cluster_bundle(args, settings), settings, path)
+        return run_app(cluster_run.cluster_bundle(args, settings), settings, path,
+                       read_only=args.read_only)
     oom = oom_options(args)
     match, pids = source_args(args)
     paths, urls = flight_recorder_args(args)
     from rltui.sources.bundle import live_bundle
     return run_app(live_bundle(settings, match, pids, log_globs(args), flight_recorder=paths,
-                               torch_debug=urls), settings, path, job=job_option(args), oom=oom)
+                               torch_debug=urls), settings, path, job=job_option(args), oom=oom,
+                   read_only=args.read_only)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -71,7 +74,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     except BaseException:
         job.stop()
         raise
-    return run_app(bundle, settings, path, oom=oom)
+    return run_app(bundle, settings, path, oom=oom, read_only=args.read_only)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -83,7 +86,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     for warning in scenario.warnings:
         print(f"rltui: warning: {warning}", file=sys.stderr)
     from rltui.sources.bundle import replay_bundle
-    return run_app(replay_bundle(scenario, args.speed), settings, path, oom=oom)
+    return run_app(replay_bundle(scenario, args.speed), settings, path, oom=oom,
+                   read_only=args.read_only)
 
 
 def cmd_record(args: argparse.Namespace) -> int:

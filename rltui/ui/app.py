@@ -33,7 +33,13 @@ from rltui.monitor import Monitor
 from rltui.sources.bundle import Bundle
 from rltui.ui.commands import RltuiCommands
 from rltui.ui.copying import Copying, CopyTarget, copy_binding
-from rltui.ui.drivers import MODE_ACTIONS, REPLAY_ACTIONS, Driver, driver_for
+from rltui.ui.drivers import (
+    MODE_ACTIONS,
+    READ_ONLY_OFF,
+    REPLAY_ACTIONS,
+    Driver,
+    driver_for,
+)
 from rltui.ui.drivers.live import MIN_INTERVAL
 from rltui.ui.messages import DriverCall, ReadingArrived, View
 from rltui.ui.screens import HelpScreen, LogFileScreen, MainScreen
@@ -156,6 +162,7 @@ class RltuiApp(Copying, ThemeVariables, App[int]):
         # How a report reaches the disk; set by build_app (the app itself does no file I/O).
         self.report_writer: Callable[[str, dict], tuple[Path, Path]] | None = None
         self.theme = settings.theme if settings.theme in self.themes else "dark"
+        self.read_only = False  # READ_ONLY_OFF hidden and inert (build_app)
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         """Textual's filters less the ANSI-to-truecolor one: every colour rltui paints is
@@ -274,6 +281,8 @@ class RltuiApp(Copying, ThemeVariables, App[int]):
         return self.driver.paused
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if self.read_only and action in READ_ONLY_OFF:
+            return False  # hidden from the footer, inert on its key (and left out of the palette)
         if action in MODE_ACTIONS and action not in self.driver.actions:
             return False  # hidden from the footer and inert in this mode
         if action == "oom_triage":
@@ -556,6 +565,10 @@ class RltuiApp(Copying, ThemeVariables, App[int]):
         self.theme = name
         if not remember:
             return
+        if self.read_only:
+            self.notify(f"Theme {name}, for this session: read-only, the config file is left as "
+                        "it is.", title="Theme", markup=False)
+            return
         if self.config_path is None:
             self.notify(f"Theme {name}, for this session: no config file to save it in.",
                         title="Theme", severity="warning")
@@ -598,18 +611,20 @@ class RltuiApp(Copying, ThemeVariables, App[int]):
 
 def build_app(bundle: Bundle, settings: Settings, config_path: str | Path | None = None,
               commands: Sequence[str] = (), job: str | None = None,
-              job_config: str | None = None, model_config: str | None = None) -> RltuiApp:
+              job_config: str | None = None, model_config: str | None = None,
+              read_only: bool = False) -> RltuiApp:
     """The one way to build the app, for the CLI and for tests alike. ``commands``: how rltui
     was started (redacted), quoted in incident reports; ``job``: the job shown alone
     (``--job``); ``job_config``, ``model_config``: what the OOM triage reads (--job-config,
     --model-config; without them the job's config is found from its command line, as
-    ``rltui oom`` finds it)."""
+    ``rltui oom`` finds it); ``read_only``: the keys of READ_ONLY_OFF off (``rltui serve``)."""
     from rltui.incident import write_report
     from rltui.sources.clipboard import save_copy
     from rltui.sources.sourcelines import read_source
 
     app = RltuiApp(bundle, settings, config_path, commands)
     app.monitor.focus = job
+    app.read_only = read_only
     # The compare screen shows source lines through this; across nodes the frames' files are
     # on the nodes, and this machine's copy (another version, or none) would mislead.
     app.source_lines = read_source if app.driver.reads_local_files else None

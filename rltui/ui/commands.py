@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from rltui.ui.drivers import READ_ONLY_OFF
 from rltui.ui.messages import View
 from rltui.ui.screens import MainScreen
 from rltui.ui.widgets.log_view import LogView
@@ -27,6 +28,7 @@ class PaletteApp(Protocol):
     module to offer the palette): the same actions as the keys."""
 
     driver: Modes
+    read_only: bool  # rltui serve: the palette leaves out READ_ONLY_OFF
     themes: Mapping[str, Any]  # by name: shipped, then the user's (rltui.ui.themes)
     latest: View | None
     main_screen: MainScreen
@@ -102,7 +104,14 @@ def palette_commands(app: PaletteApp) -> list[tuple[str, Callable[[], object], s
     commands += job_commands(app)
     commands += log_commands(app)
     commands.append(("App: Quit", app.action_quit, "Quit rltui (q)"))
+    if app.read_only:  # the palette calls the actions directly, past check_action
+        commands = [c for c in commands if not _turned_off(c[1])]
     return commands
+
+
+def _turned_off(callback: Callable[[], object]) -> bool:
+    name = getattr(callback, "__name__", "")
+    return name.startswith("action_") and name[len("action_"):] in READ_ONLY_OFF
 
 
 def job_commands(app: PaletteApp) -> list[tuple[str, Callable[[], object], str]]:

@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 MODE_ACTIONS = frozenset({"step", "faster", "slower", "to_end", "refresh", "dump_stacks",
                           "choose_job"})
 REPLAY_ACTIONS = frozenset({"step", "faster", "slower", "to_end"})
+# What a read-only app (``rltui serve`` without --allow-actions: a teammate in a browser) leaves
+# out: the keys that act on the job or the machine. A dump stops every rank for py-spy, a report
+# writes files, the checks send requests to servers and run the user's code; the theme is still
+# changed for the session but not saved (RltuiApp.set_theme).
+READ_ONLY_OFF = frozenset({"dump_stacks", "incident_report", "rollout_check", "workflow_check"})
 
 
 class Driver:
