@@ -236,6 +236,22 @@ class NodeSnapshot(msgspec.Struct, frozen=True):
         return tuple(p for p in self.procs if not p.is_zombie)
 
 
+class EvidenceLink(msgspec.Struct, frozen=True):
+    """What one evidence line of a symptom names, so the app can open it (enter on the line):
+    ``log-line`` (``path`` at ``line``), ``stack-class`` (``stack_class``, the index in the
+    stack report's classes, ``#1`` being 0; ``ranks`` its members), ``rank`` (``ranks``) or
+    ``frame`` (the source file ``path`` at ``line``, ``name`` the function). Built by the rules
+    beside the text (rltui.diagnosis.evidence), never parsed back out of it."""
+
+    evidence: int  # the index of the line in Symptom.evidence
+    kind: str  # log-line | stack-class | rank | frame
+    path: str = ""
+    line: int = 0
+    ranks: tuple[int, ...] = ()
+    stack_class: int | None = None
+    name: str = ""
+
+
 class Symptom(msgspec.Struct, frozen=True):
     """A finding. ``id`` is a stable public string (see docs/symptoms.md)."""
 
@@ -247,6 +263,7 @@ class Symptom(msgspec.Struct, frozen=True):
     next_steps: tuple[str, ...] = ()
     since: float | None = None
     job: str = ""  # the id of the job it is about (rltui.jobs); "" when not one job's
+    evidence_links: tuple[EvidenceLink, ...] = ()  # by line index, lines naming no target left out
 
 
 class Incident(msgspec.Struct, frozen=True):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from rltui import units
 from rltui.diagnosis import flightrec
 from rltui.diagnosis import logs as log_rules
+from rltui.diagnosis.evidence import prepend
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import DepartedRank, NodeSnapshot, ProcessDump, StackPoll, Symptom, replace
 
@@ -159,7 +160,7 @@ class HangMemo:
                     onset = max(steps)
             onsets[key] = onset
             clock = units.clock(onset)
-            out.append(replace(s, since=onset, evidence=(f"since {clock}",) + s.evidence))
+            out.append(prepend(replace(s, since=onset), [f"since {clock}"]))
         self._onsets = onsets
         return out
 

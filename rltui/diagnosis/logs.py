@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from rltui import units
 from rltui.diagnosis import playbook
+from rltui.diagnosis.evidence import Evidence, at_event, at_log
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import LogEvent, LogFileState, NodeSnapshot, Symptom
 from rltui.rankset import compact
@@ -86,7 +87,7 @@ def steps_stalled(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
             stalled.append((log, age, limit, median))
     if not stalled:
         return []
-    evidence = []
+    evidence = Evidence()
     for log, age, limit, median in stalled:
         if median and not step_durations(log):
             typical = f"median step {median:.1f} s, as the log's own timing field says"
@@ -96,11 +97,13 @@ def steps_stalled(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
             typical = f"{log.steps_seen} steps read at once, step time unknown"
         else:
             typical = "one step seen"
-        evidence.append(f"{log.path}: last step {log.last_step} at "
-                        f"{units.clock(log.last_step_time)}, {units.ago(age)} ago ({typical}; "
-                        f"limit {limit:.0f} s)")
+        evidence.add(f"{log.path}: last step {log.last_step} at "
+                     f"{units.clock(log.last_step_time)}, {units.ago(age)} ago ({typical}; "
+                     f"limit {limit:.0f} s)",
+                     at_log(log.path, log.recent_steps[-1].line_no) if log.recent_steps
+                     else None)
     evidence.extend(_hung_or_slow(snap, th))
-    evidence.append(now_note(snap))
+    evidence.add(now_note(snap))
     ranks = tuple(sorted({r for r in (_rank_of(log, snap) for log, *_ in stalled)
                           if r is not None}))
     worst = max(age for _, age, _, _ in stalled)
@@ -111,7 +114,7 @@ def steps_stalled(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
                + (" while the job's processes are alive" if live == "alive" else "")
                + (f" ({rank_label(ranks)})" if ranks else "")),
         ranks=ranks,
-        evidence=tuple(evidence),
+        **evidence.fields(),
         next_steps=(
             "Hung, not slow? Ranks busy on CPU with idle GPUs spin in Python (a polling or "
             "rollout loop); ranks idle on both wait in a collective or a lock.",
@@ -174,17 +177,20 @@ def zero_step_completion(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
                      and not events_of(snap, ["traceback", "child-failed", *OOM_KINDS]))
     if not banners and not ended_quietly:
         return []
-    evidence = [f"{ref(log, e)}: {e.summary}" for log, e in banners[:4]]
+    evidence = Evidence()
+    for log, e in banners[:4]:
+        evidence.add(f"{ref(log, e)}: {e.summary}", at_event(log, e))
     if ended_quietly:
-        evidence.append(f"all {len(snap.departed)} job processes exited without an error "
+        evidence.add(f"all {len(snap.departed)} job processes exited without an error "
                         "in their logs")
-    evidence.append(f"no step line in {len(snap.logs)} log(s) "
+    evidence.add(f"no step line in {len(snap.logs)} log(s) "
                     f"({', '.join(sorted({log.format for log in snap.logs}))})")
     if live == "alive":
-        evidence.append(f"{len(snap.live_procs)} job process(es) still alive: probably hanging "
+        evidence.add(f"{len(snap.live_procs)} job process(es) still alive: probably hanging "
                         "in cleanup (destroy_process_group)")
     failures = events_of(snap, ["failure", "traceback"])
-    evidence.extend(f"{ref(log, e)}: {e.summary}" for log, e in failures[:3])
+    for log, e in failures[:3]:
+        evidence.add(f"{ref(log, e)}: {e.summary}", at_event(log, e))
     return [Symptom(
         id="zero-step-completion",
         severity="critical",
@@ -192,7 +198,7 @@ def zero_step_completion(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
                                                 if live == "alive" else ""),
         ranks=tuple(sorted({r for r in (_rank_of(log, snap) for log, _ in banners)
                             if r is not None})),
-        evidence=tuple(evidence),
+        **evidence.fields(),
         next_steps=(
             "An exception or early exit was swallowed by cleanup: look above the banner for "
             "'Training failed with exception' or a traceback on any rank.",
@@ -210,23 +216,24 @@ def nccl_timeout(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
     stuck = events_of(snap, ["nccl-heartbeat"])
     if not found and not stuck:
         return []
-    evidence = []
+    evidence = Evidence()
     for log, e in stuck[:4]:
         # The heartbeat monitor: the watchdog itself hung (a CUDA or NCCL call that never
         # returns), so no timeout could be reported; the process is taken down.
         secs = e.field("stuck_s")
-        evidence.append(f"{ref(log, e)}: rank {e.field('rank')} process group {e.field('pg')}: "
-                        "the NCCL watchdog got stuck"
-                        + (f" for {secs:.0f} s" if isinstance(secs, (int, float)) else "")
-                        + " (heartbeat monitor)")
+        evidence.add(f"{ref(log, e)}: rank {e.field('rank')} process group {e.field('pg')}: "
+                     "the NCCL watchdog got stuck"
+                     + (f" for {secs:.0f} s" if isinstance(secs, (int, float)) else "")
+                     + " (heartbeat monitor)", at_event(log, e))
     for log, e in found[:8]:
         timeout = e.field("timeout_ms")
         ran = e.field("ran_for_ms")
-        evidence.append(
+        evidence.add(
             f"{ref(log, e)}: rank {e.field('rank')} {e.field('op') or '?'} SeqNum "
             f"{e.field('seq')}" + (f" timed out after {timeout / 1000:.0f} s"
                                    if isinstance(timeout, (int, float)) else "")
-            + (f" (ran {ran / 1000:.0f} s)" if isinstance(ran, (int, float)) else ""))
+            + (f" (ran {ran / 1000:.0f} s)" if isinstance(ran, (int, float)) else ""),
+            at_event(log, e))
     # A collective is its process group and sequence number: a rank's status line for the same
     # work carries no op, so the op must not tell two reports of one collective apart.
     ops: dict[tuple, set] = {}
@@ -237,10 +244,10 @@ def nccl_timeout(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
     if not found:
         pass
     elif collectives == 1:
-        evidence.append("every timeout is at the same collective: points to the network or a "
+        evidence.add("every timeout is at the same collective: points to the network or a "
                         "slow rank rather than diverging code (pattern C)")
     else:
-        evidence.append(f"{collectives} different collectives timed out: ranks may be on "
+        evidence.add(f"{collectives} different collectives timed out: ranks may be on "
                         "different code paths (pattern B)")
     ranks = tuple(sorted({r for _, e in found + stuck if isinstance(r := e.field("rank"), int)}))
     title = (f"NCCL watchdog timeout on {len(found)} collective(s)" if found else
@@ -251,7 +258,7 @@ def nccl_timeout(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
         severity="critical",
         title=title,
         ranks=ranks,
-        evidence=tuple(evidence),
+        **evidence.fields(),
         next_steps=(
             "Find the rank that never reached the collective: its log stops earlier, or its "
             "last completed work is lowest.",
@@ -268,11 +275,11 @@ def cuda_oom(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
     found = events_of(snap, OOM_KINDS)
     if not found:
         return []
-    evidence, steps = [], []
+    evidence, steps = Evidence(), []
     fragmented = False
     for log, e in found[:8]:
         if e.kind == "engine-oom":
-            evidence.append(f"{ref(log, e)}: {e.summary}")
+            evidence.add(f"{ref(log, e)}: {e.summary}", at_event(log, e))
             continue
         parts = [f"tried to allocate {units.gib(e.field('requested'))}"]
         if e.field("free") is not None:
@@ -286,8 +293,8 @@ def cuda_oom(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
             if isinstance(requested, (int, float)) and reserved >= requested:
                 fragmented = True
         gpu = e.field("gpu")
-        evidence.append(f"{ref(log, e)}: " + (f"GPU {gpu}: " if gpu is not None else "")
-                        + ", ".join(parts))
+        evidence.add(f"{ref(log, e)}: " + (f"GPU {gpu}: " if gpu is not None else "")
+                     + ", ".join(parts), at_event(log, e))
     if fragmented:
         steps.append("Reserved-but-unallocated memory exceeds the request: fragmentation. Set "
                      "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.")
@@ -319,7 +326,7 @@ def cuda_oom(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
                else f"CUDA out of memory ({len(found)} in the logs)")
               + (f" on {rank_label(ranks)}" if ranks else ""),
         ranks=ranks,
-        evidence=tuple(evidence),
+        **evidence.fields(),
         next_steps=tuple(steps),
         since=min((e.time or e.arrival for _, e in found), default=None),
     )]
@@ -331,16 +338,24 @@ ERROR_KINDS = ("traceback", "failure", "child-failed", *OOM_KINDS)
 def last_error(snap: NodeSnapshot, rank: int | None, pid: int | None,
                paths: Iterable[str | None] = (), kinds: Iterable[str] = ERROR_KINDS) -> str | None:
     """The newest traceback/OOM/failure in the log of one rank, as ``file:line: summary``."""
+    found = last_error_event(snap, rank, pid, paths, kinds)
+    return f"{ref(*found)}: {found[1].summary}" if found else None
+
+
+def last_error_event(snap: NodeSnapshot, rank: int | None, pid: int | None,
+                     paths: Iterable[str | None] = (), kinds: Iterable[str] = ERROR_KINDS
+                     ) -> tuple[LogFileState, LogEvent] | None:
+    """The newest traceback/OOM/failure in the log of one rank, and its log."""
     wanted = {p for p in paths if p}
     kinds = set(kinds)
-    best: tuple[float, str] | None = None
+    best: tuple[float, LogFileState, LogEvent] | None = None
     for log in snap.logs:
         if not ((rank is not None and log.rank == rank) or (pid and log.pid == pid)
                 or log.path in wanted):
             continue
         for e in log.events:
             if e.kind in kinds:
-                key = (e.time or e.arrival, f"{ref(log, e)}: {e.summary}")
-                if best is None or key[0] >= best[0]:
-                    best = key
-    return best[1] if best else None
+                when = e.time or e.arrival
+                if best is None or when >= best[0]:
+                    best = (when, log, e)
+    return best[1:] if best else None

@@ -7,8 +7,9 @@ from collections.abc import Sequence
 
 from rltui import units
 from rltui.diagnosis import playbook
+from rltui.diagnosis.evidence import Evidence, at_event, at_ranks
 from rltui.diagnosis.exits import Exit, exit_of
-from rltui.diagnosis.logs import ERROR_KINDS, events_of, last_error, ref
+from rltui.diagnosis.logs import ERROR_KINDS, events_of, last_error_event, ref
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import DepartedRank, NodeSnapshot, Symptom
 from rltui.rankset import label as rank_label
@@ -27,7 +28,7 @@ def rank_exited(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
             or snap.timestamp - d.gone_since >= th.rank_exit_grace_s]
     if not gone:
         return []
-    evidence = []
+    evidence = Evidence()
     found = [exit_of(snap, d) for d in gone]
     for d, ex in zip(gone, found):
         who = f"rank {d.rank}" if d.rank is not None else "a job process"
@@ -35,25 +36,26 @@ def rank_exited(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
         if d.reason == "missing from WORLD_SIZE":
             left = (f"; it left at {units.clock(ex.at)}, {units.ago(snap.timestamp - ex.at)} ago "
                     f"({ex.at_from})" if ex.at is not None else "")
-            evidence.append(f"{who}: not running although WORLD_SIZE says it should be "
-                            f"(single-node job){how}{left}")
+            evidence.add(f"{who}: not running although WORLD_SIZE says it should be "
+                         f"(single-node job){how}{left}", at_ranks([d.rank]))
         else:
             left = (f", left at {units.clock(ex.at)} ({ex.at_from})"
                     if ex.at is not None and ex.at_from != "last seen alive by rltui" else "")
-            evidence.append(f"{who} (pid {d.pid}): {d.reason}{how}{left}, gone for "
-                            f"{units.ago(snap.timestamp - _since(d, ex))}")
+            evidence.add(f"{who} (pid {d.pid}): {d.reason}{how}{left}, gone for "
+                         f"{units.ago(snap.timestamp - _since(d, ex))}", at_ranks([d.rank]))
         info = d.info
-        error = last_error(snap, d.rank, d.pid,
-                           (info.stdout_path, info.stderr_path) if info else ())
+        error = last_error_event(snap, d.rank, d.pid,
+                                 (info.stdout_path, info.stderr_path) if info else ())
         if error:
-            evidence.append(f"{who}'s last error: {error}")
+            evidence.add(f"{who}'s last error: {ref(*error)}: {error[1].summary}",
+                         at_event(*error))
         for log in snap.logs:
             if log.found and log.rank == d.rank and d.rank is not None:
-                evidence.append(f"{who}'s log {log.path}: found {log.found}")
+                evidence.add(f"{who}'s log {log.path}: found {log.found}")
     for log, e in events_of(snap, ["child-failed"])[:4]:
-        evidence.append(f"{ref(log, e)}: {e.summary}")
+        evidence.add(f"{ref(log, e)}: {e.summary}", at_event(log, e))
     alive_ranks = [p.rank for p in alive if p.rank is not None]
-    evidence.append(f"still running: {rank_label(alive_ranks) if alive_ranks else '-'} "
+    evidence.add(f"still running: {rank_label(alive_ranks) if alive_ranks else '-'} "
                     f"(pids {', '.join(str(p.pid) for p in alive[:8])}"
                     f"{', ...' if len(alive) > 8 else ''})")
     gone_ranks = tuple(sorted(d.rank for d in gone if d.rank is not None))
@@ -63,7 +65,7 @@ def rank_exited(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
         severity="critical",
         title=f"{label} {_what(found)} while {len(alive)} other process(es) remain",
         ranks=gone_ranks,
-        evidence=tuple(evidence),
+        **evidence.fields(),
         next_steps=(
             f"Read the end of {label}'s log for a traceback or an OOM: it is the root cause; "
             "the remaining ranks are most likely waiting for it in a collective.",
@@ -84,20 +86,21 @@ def _all_gone(snap: NodeSnapshot, th: Thresholds) -> list[Symptom]:
     crashed = [(d, ex) for d, ex in found if ex.crashed]
     if not crashed:
         return []
-    evidence = []
+    evidence = Evidence()
     for d, ex in crashed[:8]:
         who = f"rank {d.rank}" if d.rank is not None else f"pid {d.pid}"
-        evidence.append(f"{who} (pid {d.pid}): {ex.error or ex.how}"
-                        + (f", left at {units.clock(ex.at)} ({ex.at_from})" if ex.at else ""))
+        evidence.add(f"{who} (pid {d.pid}): {ex.error or ex.how}"
+                     + (f", left at {units.clock(ex.at)} ({ex.at_from})" if ex.at else ""),
+                     at_ranks([d.rank]))
     ranks = tuple(sorted(d.rank for d, _ in crashed if d.rank is not None))
     label = rank_label(ranks) if ranks else f"{len(crashed)} job process(es)"
-    evidence.append(f"no process of the job is left ({len(gone)} exited)")
+    evidence.add(f"no process of the job is left ({len(gone)} exited)")
     return [Symptom(
         id="rank-exited",
         severity="critical",
         title=f"{label} {_what([ex for _, ex in crashed])}; every process of the job exited",
         ranks=ranks,
-        evidence=tuple(evidence),
+        **evidence.fields(),
         next_steps=(
             f"Read the end of {label}'s log: the first error in time is the root cause; the "
             "other ranks most likely failed or were stopped because of it.",
@@ -150,19 +153,23 @@ def _from_child_failed(snap: NodeSnapshot) -> list[Symptom]:
     if not found:
         return []
     ranks = tuple(sorted({r for _, e in found if isinstance(r := e.field("rank"), int)}))
-    evidence = [f"{ref(log, e)}: {e.summary}" for log, e in found[:8]]
+    evidence = Evidence()
+    for log, e in found[:8]:
+        evidence.add(f"{ref(log, e)}: {e.summary}", at_event(log, e))
     for r in ranks:
         # The rank's own exception, not torchrun's report of it (which is the effect).
-        error = last_error(snap, r, None, kinds=[k for k in ERROR_KINDS if k != "child-failed"])
+        error = last_error_event(snap, r, None,
+                                 kinds=[k for k in ERROR_KINDS if k != "child-failed"])
         if error:
-            evidence.append(f"rank {r}'s last error: {error}")
+            evidence.add(f"rank {r}'s last error: {ref(*error)}: {error[1].summary}",
+                         at_event(*error))
     label = rank_label(ranks) if ranks else "a rank"
     return [Symptom(
         id="rank-exited",
         severity="critical",
         title=f"torchrun reports {label} failed",
         ranks=ranks,
-        evidence=tuple(evidence),
+        **evidence.fields(),
         next_steps=(
             f"Read {label}'s own log for the traceback: the exit code in torchrun's report is "
             "the effect, the exception before it is the cause (-9/SIGKILL with no traceback: "

@@ -25,6 +25,7 @@ from typing import Any
 
 import msgspec
 
+from rltui.diagnosis.evidence import Evidence, at_class, at_frame, at_ranks
 from rltui.diagnosis.stacktree import (
     CLEANUP_OPS,
     Interner,
@@ -637,45 +638,48 @@ _NEXT = {
 def fr_evidence(fa: Any) -> list[str]:
     """Lines for a symptom's evidence from the Flight Recorder's reading beside the stacks
     (rltui.diagnosis.flightrec.FrAnalysis, which reads this module): each side's wait."""
+    return [text for text, _ in _fr_waits(fa)]
+
+
+def _fr_waits(fa: Any) -> list[tuple[str, list[int]]]:
     if fa is None:
         return []
-    out = []
     by_text: dict[str, list[int]] = {}
     for r, t in fa.waits:
         by_text.setdefault(t.rsplit(", ", 1)[0] if t.endswith(" s") else t, []).append(r)
-    for t, rs in list(by_text.items())[:4]:
-        out.append(f"Flight Recorder: {label(rs)} pending in {t}")
-    return out
+    return [(f"Flight Recorder: {label(rs)} pending in {t}", rs)
+            for t, rs in list(by_text.items())[:4]]
 
 
 def symptoms(report: StackReport) -> list[Symptom]:
     """The report as symptoms (at most one); none unless the stacks show a hang."""
     if report.symptom_id is None:
         return []
-    evidence = []
-    for c in report.classes[:6]:
+    evidence = Evidence()
+    for i, c in enumerate(report.classes[:6]):
         state = "" if c.state == "unknown" else f" [{c.state}]"
         thread = (f" (thread {c.thread!r})" if c.op is not None and c.thread
                   and c.thread != "MainThread" else "")
-        evidence.append(f"{who(c.members)}: {_chain(c)}{state}{thread}")
+        evidence.add(f"{who(c.members)}: {_chain(c)}{state}{thread}", at_class(i, c.members))
     if len(report.classes) > 6:
-        evidence.append(f"... {len(report.classes) - 6} more classes")
+        evidence.add(f"... {len(report.classes) - 6} more classes")
     if report.divergence is not None and report.branches:
-        evidence.append(f"ranks diverge below {where(report.divergence)}: "
-                        + " vs ".join(where(b) for b in report.branches[:3]))
+        evidence.add(f"ranks diverge below {where(report.divergence)}: "
+                     + " vs ".join(where(b) for b in report.branches[:3]),
+                     at_frame(report.divergence))
     if report.loop_frame is not None:
-        evidence.append(f"busy loop at {where(report.loop_frame)}")
+        evidence.add(f"busy loop at {where(report.loop_frame)}", at_frame(report.loop_frame))
     if report.missing_ranks:
-        evidence.append(f"{label(report.missing_ranks)} missing from the dump (exited): read "
-                        "its traceback")
-    if report.flight_recorder is not None:
-        evidence += fr_evidence(report.flight_recorder)
+        evidence.add(f"{label(report.missing_ranks)} missing from the dump (exited): read "
+                     "its traceback", at_ranks(report.missing_ranks))
+    for text, ranks in _fr_waits(report.flight_recorder):
+        evidence.add(text, at_ranks(ranks))
     if not report.confirmed:
-        evidence.append("one sample only: dump again to confirm the stacks do not move")
-    evidence.append(report.explanation)
+        evidence.add("one sample only: dump again to confirm the stacks do not move")
+    evidence.add(report.explanation)
     ranks = report.suspect_ranks or tuple(r for c in report.classes for r in c.ranks)
     return [Symptom(id=report.symptom_id,
                     severity="critical" if report.confirmed else "warning",
                     title=report.title, ranks=tuple(sorted(set(ranks))),
-                    evidence=tuple(evidence),
+                    **evidence.fields(),
                     next_steps=_NEXT[report.symptom_id] + report.advice)]

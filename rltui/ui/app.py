@@ -41,6 +41,7 @@ from rltui.ui.drivers import (
     driver_for,
 )
 from rltui.ui.drivers.live import MIN_INTERVAL
+from rltui.ui.evidence import open_evidence
 from rltui.ui.messages import DriverCall, ReadingArrived, View
 from rltui.ui.screens import HelpScreen, LogFileScreen, MainScreen
 from rltui.ui.screens.check import CheckScreen
@@ -49,6 +50,7 @@ from rltui.ui.themes import RltuiTheme, ThemeVariables, load_themes, next_theme,
 from rltui.ui.widgets.log_facts import log_index
 from rltui.ui.widgets.log_view import LogView, OpenLog
 from rltui.ui.widgets.rank_table import RankPane
+from rltui.ui.widgets.symptoms import OpenEvidence
 from rltui.ui.zoom import toggle_zoom
 
 SPEED = Binding.Group("Speed")  # + and - share one footer entry
@@ -542,8 +544,12 @@ class RltuiApp(Copying, ThemeVariables, App[int]):
     def on_open_log(self, message: OpenLog) -> None:
         self.open_log(message.rank, message.path)
 
-    def open_log(self, rank: int | None, path: str | None = None) -> None:
-        """Open a rank's log (or one file's) full screen."""
+    def on_open_evidence(self, message: OpenEvidence) -> None:
+        open_evidence(self, message.link)
+
+    def open_log(self, rank: int | None, path: str | None = None,
+                 line: int | None = None) -> None:
+        """Open a rank's log (or one file's) full screen; at ``line`` of ``path`` if given."""
         if self.latest is None:
             return
         index = log_index(self.latest.snapshot)
@@ -554,7 +560,7 @@ class RltuiApp(Copying, ThemeVariables, App[int]):
                 return
         if isinstance(self.screen, LogFileScreen):
             self.pop_screen()
-        self.push_screen(LogFileScreen(self.logbook, rank, path, self.latest))
+        self.push_screen(LogFileScreen(self.logbook, rank, path, self.latest, line))
 
     def action_cycle_theme(self) -> None:
         self.set_theme(next_theme(self.theme, tuple(self.themes)))

@@ -168,3 +168,16 @@ def test_two_jobs_picker(snap_compare, replay_app, size):
     CRITICAL ranks 0-3 of 4 torchrun 4000 MASTER 127.0.0.1:29500" and "eval-5000 HEALTHY
     ranks 0-3 of 4 torchrun 5000 MASTER 127.0.0.1:29501"."""
     assert snap_compare(replay_app("two_jobs"), press=["e", "j"], terminal_size=size)
+
+
+def test_evidence_cursor(snap_compare, replay_app):
+    """The pattern-A replay at 120x40, enter on the hang symptom, the cursor moved down twice.
+    Must be visible: the symptoms pane zoomed with "CRITICAL  Cleanup deadlock ..."; under
+    "Evidence" the title "enter opens the source at rank.py:85, escape goes back"; the two
+    class lines ("ranks 0-1: recv_object_list ...", "rank 2: destroy_process_group ...")
+    marked "›"; the cursor "▶" and reverse video on "ranks diverge below main (rank.py:85)";
+    "since HH:MM:SS" and the explanation marked "-" (they open nothing); the footer with
+    "enter Open"."""
+    assert snap_compare(replay_app("cleanup_deadlock_with_stacks"),
+                        press=["e", "tab", "tab", "enter", "down", "down"],
+                        terminal_size=(120, 40))

@@ -2,7 +2,8 @@
 
 Opened with ``o`` from the log pane or the rank table (or the palette's ``Logs: Open rank N
 log``); ``escape`` closes it. It reads the same LogBook as the pane: all of this rank's kept
-lines when it opens, then only the new ones at each evaluation. Search, the errors-only filter
+lines when it opens, then only the new ones at each evaluation. Opened from a symptom's evidence
+(enter on a ``file:line``), the cursor starts on that line (``line``), follow off. Search, the errors-only filter
 and the error jumps are the pane's own (the same view), so the keys are the same.
 """
 
@@ -37,7 +38,7 @@ class LogFileScreen(Screen):
     """
 
     def __init__(self, book: LogBook, rank: int | None, path: str | None,
-                 view: View | None) -> None:
+                 view: View | None, line: int | None = None) -> None:
         super().__init__(id="log-file")
         self.book = book
         self.rank = rank
@@ -47,6 +48,7 @@ class LogFileScreen(Screen):
                                 id="log-file-view")
         self._seq = 0
         self._first_view = view
+        self.line = line
 
     @property
     def label(self) -> str:
@@ -66,6 +68,19 @@ class LogFileScreen(Screen):
             self._take(self.book.lines(), view)
             self.log_view.buffer.max_batch = MAX_BATCH
         self.log_view.lines.focus()
+        if self.line is not None:
+            self.call_after_refresh(self._to_line)  # once laid out: the jump centres it
+
+    def _to_line(self) -> None:
+        """The cursor on line ``self.line`` of ``self.path`` (the evidence's), if still kept."""
+        buf = self.log_view.buffer
+        pos = next((buf.base + i for i in range(len(buf.entries) - 1, -1, -1)
+                    if buf.entries[i].path == self.path
+                    and buf.entries[i].line_no == self.line), None)
+        if pos is None or not self.log_view.lines.jump(pos):
+            self.notify(f"Line {self.line} of {printable(self.path or '?')} is no longer kept: "
+                        "the log shows its newest lines.", severity="warning", timeout=6)
+        self.log_view.update_status()
 
     def show(self, view: View) -> None:
         """Called after every evaluation while this screen is on top."""

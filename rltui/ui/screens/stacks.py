@@ -10,6 +10,11 @@ groups (``FlightRecorderScreen``). Opened from the monitor (``s``) or by ``rltui
 takes a newer report while it is open and keeps what the user was looking at: the sides of the
 diff, the collapsed nodes and each cursor, as long as they still exist.
 
+``reveal`` shows what a symptom's evidence line names (enter in the symptoms pane): a class
+(the class list's cursor on it, the tree opened down to it) or a frame (the diff's cursor on
+it, a rank that has it brought to the left side when neither side has it, so the source pane
+shows its lines).
+
 The screen never reads a file: source lines come from the ``source_lines`` callable it is
 given (none given: no source pane).
 """
@@ -28,8 +33,10 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from rltui.diagnosis.copytext import stack_class_text
+from rltui.diagnosis.evidence import FRAME, STACK_CLASS
 from rltui.diagnosis.stacks import HANG, PROGRESSING, WORKING, StackReport
 from rltui.diagnosis.stackview import Side, StackView, member_text, pattern_name, pattern_source
+from rltui.model import EvidenceLink, Frame
 from rltui.ui.copying import CopyTarget
 from rltui.ui.screens.flightrec import FlightRecorderScreen
 from rltui.ui.themes import Palette, palette_of
@@ -183,6 +190,8 @@ class StacksScreen(Screen):
         self.diff_pane = StackDiffPane(id="stack-diff")
         self.source_pane = (StackSourcePane(source_lines, id="stack-source") if source_lines
                             else None)
+        self._ready = False
+        self._reveal: EvidenceLink | None = None  # asked for before the screen was drawn
 
     def compose(self) -> ComposeResult:
         yield self.title_bar
@@ -201,6 +210,63 @@ class StacksScreen(Screen):
         self.watch(self.app, "theme", self._theme_changed, init=False)
         self._draw(first=True)
         self.class_pane.table.focus()
+        self._ready = True
+        if self._reveal is not None:
+            link, self._reveal = self._reveal, None
+            self.reveal(link)
+
+    # -- an evidence line's target ----------------------------------------------------------------
+    def reveal(self, link: EvidenceLink) -> None:
+        """Show the class or frame a symptom's evidence line names (see the module's text)."""
+        if not self._ready:
+            self._reveal = link
+        elif link.kind == STACK_CLASS:
+            self._reveal_class(link)
+        elif link.kind == FRAME:
+            self._reveal_frame(link)
+
+    def _reveal_class(self, link: EvidenceLink) -> None:
+        # By its members first: a newer report may number the classes otherwise.
+        classes = self.view.classes
+        index = next((c.index for c in classes if set(c.members) == set(link.ranks)), None)
+        if index is None and link.stack_class is not None and link.stack_class < len(classes):
+            index = link.stack_class
+        if index is None:
+            self.notify("That stack class is no longer in the stacks: they changed since.",
+                        severity="warning")
+            return
+        self.class_pane.table.move_to_key(classes[index].key)
+        path = self.view.class_path(index)
+        self.collapsed.difference_update(path[:-1])
+        self._draw_tree()
+        if path:
+            self.tree_pane.select(path[-1])
+        self.class_pane.table.focus()
+
+    def _reveal_frame(self, link: EvidenceLink) -> None:
+        def here(f: Frame | None) -> bool:
+            return f is not None and f.filename == link.path and f.line == link.line
+
+        def row_of() -> int | None:
+            rows = self.diff_pane.diff.rows
+            return next((i for i, r in enumerate(rows) if here(r.left) or here(r.right)), None)
+
+        row = row_of()
+        if row is None:  # neither side has it: the first rank whose stack does, on the left
+            member = next((m for m in self.view.members
+                           if any(here(f) for f in self.view.frames_of_member(m))), None)
+            if member is not None:
+                self.left = Side(member=member)
+                self._sides_changed()
+                row = row_of()
+        if row is None:
+            self.notify(f"No stack has {link.name or 'the frame'} at "
+                        f"{link.path.rsplit('/', 1)[-1]}:{link.line} any more.",
+                        severity="warning")
+            return
+        self.diff_pane.table.show_row(row)
+        self._draw_source()
+        self.diff_pane.table.focus()
 
     # -- what the owner calls ---------------------------------------------------------------------
     def show_report(self, report: StackReport) -> None:

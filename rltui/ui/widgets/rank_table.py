@@ -266,6 +266,14 @@ class RankPane(TablePane):
                     else Cell("done" if left == 0 else duration(left), style)),
         }
 
+    def select_rank(self, rank: int) -> bool:
+        """Cursor to ``rank``'s row (a symptom's evidence naming it); False when none shows."""
+        for i, key in enumerate(self.table.row_keys):
+            if getattr(self._items.get(key), "rank", None) == rank:
+                self.table.cursor_row = i
+                return True
+        return False
+
     def action_open_log(self) -> None:
         keys = self.table.row_keys
         row = self.table.cursor_row
