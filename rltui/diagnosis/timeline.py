@@ -29,7 +29,7 @@ import msgspec
 from rltui.diagnosis.exits import exit_of
 from rltui.diagnosis.logs import finished, stall_limit
 from rltui.diagnosis.thresholds import Thresholds
-from rltui.model import LogFileState, NodeSnapshot, ProcInfo
+from rltui.model import LogFileState, NodeSnapshot, ProcInfo, replace
 
 if TYPE_CHECKING:
     from rltui.diagnosis.stacks import StackReport
@@ -142,7 +142,9 @@ def build(snap: NodeSnapshot, stacks: StackReport | None = None,
         entry(job, rank).logs.append(log)
     if stacks is not None and snap.stacks:
         _read_stacks(ranks, snap, stacks, th, stacks_job)
-    lines = sorted((_line(e, snap.timestamp, th) for e in ranks.values()), key=_order)
+    lines = _waiting_for_the_gone([_line(e, snap.timestamp, th) for e in ranks.values()],
+                                  snap.timestamp)
+    lines.sort(key=_order)
     kept = tuple(lines[:MAX_RANKS])
     starts = [t for r in kept for t in (r.first_step[1] if r.first_step else None,
                                         r.stuck_since, r.left_at, r.stopped_at)
@@ -220,6 +222,38 @@ def _line(e: _Rank, now: float, th: Thresholds) -> RankLine:
     if stepping:
         return RankLine(state=STOPPED, stopped_at=last_step_at, stopped_by="log", **common)
     return RankLine(state=UNKNOWN, **common)
+
+
+# A rank whose peer left and that has logged no step since is waiting for it (a collective the
+# peer never joins), not advancing, once this many of its own step intervals have passed
+# (at least WAIT_MIN_S): the steps-stalled limit is minutes, and the chart would show it
+# running on past the crash that stopped the job.
+WAIT_STEPS = 3
+WAIT_MIN_S = 10.0
+
+
+def _waiting_for_the_gone(lines: list[RankLine], now: float) -> list[RankLine]:
+    left: dict[str | None, float] = {}
+    for r in lines:
+        if r.state == EXITED and r.left_at is not None:
+            left[r.job] = min(left.get(r.job, r.left_at), r.left_at)
+    if not left:
+        return lines
+    out = []
+    for r in lines:
+        gone_at = left.get(r.job)
+        if r.state == ADVANCING and gone_at is not None and r.last_step_at is not None \
+                and r.last_step_at <= gone_at and now - gone_at >= _wait_s(r):
+            # it stopped when its peer left; sorted after the one that left (a tie: exit first)
+            r = replace(r, state=STOPPED, stopped_at=gone_at, stopped_by="log")
+        out.append(r)
+    return out
+
+
+def _wait_s(r: RankLine) -> float:
+    times = [t for _, t in r.steps]
+    gaps = sorted(b - a for a, b in zip(times, times[1:]) if b > a)
+    return max(WAIT_MIN_S, WAIT_STEPS * gaps[len(gaps) // 2]) if gaps else WAIT_MIN_S
 
 
 def _order(r: RankLine) -> tuple:

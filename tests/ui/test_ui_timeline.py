@@ -43,15 +43,18 @@ async def test_the_timeline_key_shows_who_stopped_first(replay_app):
         assert isinstance(app.screen, MainScreen)
 
 
-async def test_ranks_still_stepping_are_listed_last_and_advancing(replay_app):
-    app = replay_app("with_logs")  # 60 s: ranks 0-2 stepped 16 s ago, under the stall limit
+async def test_ranks_that_stopped_stepping_when_a_peer_left_are_waiting_not_advancing(
+        replay_app):
+    """with_logs at 60 s: rank 3 left; ranks 0-2 logged no step since (16 s, several of their
+    step intervals), under the steps-stalled limit: they wait for it, listed after it."""
+    app = replay_app("with_logs")
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("e", "a")
         text = app.screen.text
         assert _rows(text) == ["3", "0", "1", "2"]
         for line in text.splitlines():
             if line.split()[:1] in (["0"], ["1"], ["2"]) and "|" in line:
-                assert " advancing " in line and line.rstrip().endswith(">|")
+                assert " stopped " in line and " log " in line and not line.rstrip().endswith(">|")
 
 
 async def test_the_palette_opens_the_timeline(replay_app):

@@ -212,3 +212,21 @@ def test_the_incident_report_has_a_timeline_section():
     rows = [line for line in section.splitlines() if "|" in line and line.split()[0].isdigit()]
     assert len(rows) == incident.TIMELINE_ROWS and rows[0].split()[0] == "40"
     assert "... and 9 more ranks (incident.json holds every rank)" in section
+
+
+def test_ranks_that_logged_nothing_since_a_peer_left_wait_for_it():
+    """Rank 3 crashed at T0+60.5; ranks 0-2 last stepped at T0+59 (steps every 4 s). Under the
+    steps-stalled limit, yet 12 s (three of their steps) after the crash they are waiting for
+    it, stopped when it left and listed after it; 8 s after, they may still be mid-step."""
+    crash = LogEvent("traceback", 90, 96, T0 + 61, "RuntimeError: CUDA error", time=T0 + 60.5)
+    logs = [_log(r, 15, T0 + 59) for r in range(3)] + [_log(3, 15, T0 + 59, events=(crash,))]
+    gone = DepartedRank(pid=4103, rank=3, last_seen=T0 + 61, gone_since=T0 + 62,
+                        info=_proc(3))
+    live = tuple(_proc(r) for r in range(3))
+    early = build(_snap(T0 + 68.5, logs, procs=live, departed=(gone,)))
+    assert [r.state for r in early.ranks] == ["exited", "advancing", "advancing", "advancing"]
+    tl = build(_snap(T0 + 72.5, logs, procs=live, departed=(gone,)))
+    assert [r.rank for r in tl.ranks] == [3, 0, 1, 2]
+    for r in tl.ranks[1:]:
+        assert (r.state, r.stopped_by, r.stopped_at) == ("stopped", "log", T0 + 60.5)
+    assert timeline_json(tl)["first_to_stop"]["rank"] == 3

@@ -27,7 +27,6 @@ from rltui.diagnosis.oom.types import OomReport
 from rltui.scrub import outgoing_text, printable
 from rltui.ui.copying import CopyTarget
 
-KEY_WIDTH = 62  # the longest verl key is 60 characters
 NO_ESTIMATE = "no estimate (give --model-config PATH: the model's config.json)"
 
 
@@ -76,15 +75,15 @@ def changes(r: OomReport) -> Table | Text:
         return _t("No suggestion: nothing in the config can be changed for this phase.")
     read = bool(r.config_sources)
     keyed = any(present.is_key(s) for s in r.suggestions)
-    # The key whole on one line (it is what gets pasted); the values wrap where they must.
-    width = max(len(present.key_text(s)) for s in r.suggestions)
+    # The key on one line where the screen has room (the patch below holds it whole, for
+    # pasting); on a narrow screen it folds, taking two shares of the room to each value's one.
     table = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold",
                   expand=True)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column(f"Key (as {r.framework} names it)" if keyed and r.framework != "unknown"
-                     else "Change", min_width=min(width, KEY_WIDTH), overflow="fold")
-    table.add_column("Current", ratio=1, overflow="fold")
-    table.add_column("Proposed", ratio=1, overflow="fold")
+                     else "Change", ratio=2, overflow="fold")
+    table.add_column("Current", ratio=1, min_width=len("Current"), overflow="fold")
+    table.add_column("Proposed", ratio=1, min_width=len("Proposed"), overflow="fold")
     table.add_column("Estimate", no_wrap=True)
     for i, s in enumerate(r.suggestions, 1):
         table.add_row(str(i), _t(present.key_text(s)),
