@@ -27,6 +27,7 @@ from rltui.diagnosis.oom.types import OomReport
 from rltui.scrub import outgoing_text, printable
 from rltui.ui.copying import CopyTarget
 
+VALUE_WIDTH = 24  # "not set (default 16384)" whole; longer values fold
 NO_ESTIMATE = "no estimate (give --model-config PATH: the model's config.json)"
 
 
@@ -75,15 +76,17 @@ def changes(r: OomReport) -> Table | Text:
         return _t("No suggestion: nothing in the config can be changed for this phase.")
     read = bool(r.config_sources)
     keyed = any(present.is_key(s) for s in r.suggestions)
-    # The key on one line where the screen has room (the patch below holds it whole, for
-    # pasting); on a narrow screen it folds, taking two shares of the room to each value's one.
+    # The values as wide as they are (up to VALUE_WIDTH), the key takes the rest: whole where the
+    # screen has room, folded on a narrow one (the patch below holds it whole, for pasting).
     table = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold",
                   expand=True)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column(f"Key (as {r.framework} names it)" if keyed and r.framework != "unknown"
-                     else "Change", ratio=2, overflow="fold")
-    table.add_column("Current", ratio=1, min_width=len("Current"), overflow="fold")
-    table.add_column("Proposed", ratio=1, min_width=len("Proposed"), overflow="fold")
+                     else "Change", ratio=1, overflow="fold")
+    table.add_column("Current", min_width=len("Current"), max_width=VALUE_WIDTH,
+                     overflow="fold")
+    table.add_column("Proposed", min_width=len("Proposed"), max_width=VALUE_WIDTH,
+                     overflow="fold")
     table.add_column("Estimate", no_wrap=True)
     for i, s in enumerate(r.suggestions, 1):
         table.add_row(str(i), _t(present.key_text(s)),
