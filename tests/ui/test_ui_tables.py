@@ -119,7 +119,8 @@ async def test_filter_by_rank_set_state_and_class_and_escape_clears(replay_app):
         assert ranks_shown(pane.table) == ["3"]
         await pilot.press("backspace", "backspace")  # "exit": no state, no node: no row
         assert ranks_shown(pane.table) == []
-        await pilot.press(*("backspace",) * 4, *"3-1")  # does not parse: said, and the last good filter stays
+        # does not parse: said, and the last good filter stays
+        await pilot.press(*("backspace",) * 4, *"3-1")
         assert "filter: not a rank set" in pane.border_title
         assert pane.filter_input.has_class("-invalid")
         await pilot.press("escape")
@@ -178,9 +179,9 @@ SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40"
 
 @pytest.mark.parametrize("size", SIZES)
 def test_sorted_and_filtered_ranks_snapshot(snap_compare, replay_app, size):
-    """rank_exited at its end, the rank table sorted by GPU% busiest first (``.`` three times, ``I``)
-    and filtered to ranks 0-5 (``/``, enter). Must be visible: the header "GPU%▼"; the rows
-    4, 5 (100 %), then 0-2 (idle), then rank 3 last, dimmed, state "exited" and, where the
+    """rank_exited at its end, the rank table sorted by GPU% busiest first (``.`` three times,
+    ``I``) and filtered to ranks 0-5 (``/``, enter). Must be visible: the header "GPU%▼"; the
+    rows 4, 5 (100 %), then 0-2 (idle), then rank 3 last, dimmed, state "exited" and, where the
     "left" column fits (it comes before role), "70s ago"; ranks 6-7 gone; the one-line filter
     "0-5" over the table and the title "Ranks (7 running, 1 departed) · 6 shown: /0-5"; at
     80x24 the "last step" column before the role is left out, and the table shows its first

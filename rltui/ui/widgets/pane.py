@@ -5,8 +5,8 @@ at 80 columns, complete at 200, and complete again when zoomed. What is left ove
 columns that can use it (``grow``: a GPU's name), so a wide terminal shows names whole.
 
 Every table pane sorts: ``,`` and ``.`` move the sort column left and right among the columns
-shown, ``I`` (htop's key) or a click on the sorted column's header reverses the order, a click on
-another header sorts by it. The header marks the column with ``▲``/``▼``; until one is chosen the
+shown, ``I`` (htop's key) or a click on the sorted column's header reverses the order, a click
+on another header sorts by it. The header marks the column with ``▲``/``▼``; until one is chosen the
 rows keep the pane's own order (by rank, by GPU index) and no mark shows. The cursor stays on
 its row's key through updates and re-sorts (FastTable.set_rows). An update hands the table the
 row keys (cheap) and drops its cached cells; a row's cells are formatted only when the row is

@@ -4,8 +4,8 @@ A departed rank keeps its row (dimmed) with the GPU and role it had when last se
 missing rank is the one to look at. Its state says how it left, from the best witness at hand
 (rltui.diagnosis.exits, as diagnose's JSON ``departed``): ``exit 1``, ``SIGKILL``, or
 ``exited``/``zombie``/``missing`` when nothing tells; ``left`` says how long ago it left.
-``GPU mem`` is the memory NVML reports for the process itself (all its GPUs together). Rows the OS could
-only partly read are marked with ``*`` after the PID; the pane's message line says why.
+``GPU mem`` is the memory NVML reports for the process itself (all its GPUs together). Rows the
+OS could only partly read are marked with ``*`` after the PID; the pane's message line says why.
 
 The log feature fills ``last step`` (the step and how long ago it was logged), ``step time``
 (a sparkline of the seconds per step, then the last one) and ``ETA`` (when the log says how many
