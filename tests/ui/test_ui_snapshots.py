@@ -19,7 +19,9 @@ def test_rank_exited(snap_compare, replay_app, size):
     rank 3 dimmed as "exited" between ranks 2 and 4; the symptoms as one incident: "CRIT rank 3
     exited", and under it "└ WARN 3 of the job's GPUs idle while 4 busy" (its consequence);
     the detail "rank 3 exited while 7 other process(es) remain"; the footer
-    keys (with "l Logs"). At 200x60 also the sparklines, throttle/ECC columns, full symptom
+    keys (with "l Logs"). The rank table's "left" column after the state: "70s ago" on rank 3's
+    row, blank on the others (at 80x24 in the role's place). At 200x60 also the "GPU mem"
+    column (61.0G rank 0 ... 63.8G rank 7, "-" rank 3), the sparklines, throttle/ECC columns, full symptom
     detail with next steps, and the log pane saying how logs are found (this recording has no
     log source)."""
     assert snap_compare(replay_app("rank_exited"), press=["e"], terminal_size=size)
@@ -58,7 +60,7 @@ def test_colorblind_theme(snap_compare, replay_app, size):
 def test_logs(snap_compare, replay_app, size):
     """4 ranks with logs, played to the end (60 s). Must be visible: header "logs ok 0.8s"; the
     rank table's "last step" column with "8 · 20s" for ranks 0-2 and "7 · 24s" for rank 3
-    (dimmed, exited). At 200x60 also the "step time" sparklines ("▅▄▄▅▇▄▅ 4.6s" for rank 0,
+    (dimmed, exited, "left" "20s ago"). At 200x60 also the "step time" sparklines ("▅▄▄▅▇▄▅ 4.6s" for rank 0,
     the slow step 6 tallest) and the ETA ("7m03s" rank 0, "6m35s" ranks 1-2); the log pane
     titled "Logs (5 files) · step 7-8/100 · eta 6m53s" (the ETA of rank 3, furthest behind)
     with the line "--log /jobs/ppo-7/logs/critic-*.log: no match yet, waiting for it to
@@ -138,7 +140,9 @@ def test_across_nodes(snap_compare, tmp_path, size):
     "4-7", their GPU counts and node02's skew "-120.3s" (at 200x60 also the node# column and
     node03's reason "ssh exited with status 255: ssh: connect to host node03 por…", cut at the
     column's width; at 80x24 the reason is in the host-lost symptom's evidence); the GPU table grouped by node (node01 on GPU 0's row, node02 on its GPU 0's
-    row, indices 0-3 each); the rank table with a node column (ranks 0-3 node01, 4-7 node02)
+    row, indices 0-3 each) with the name "Simulated GPU (demo)" whole at 200x60 (cut to
+    "Simulated GPU (dem…" at 80x24, where the name takes what is left); the rank table with a
+    node column (ranks 0-3 node01, 4-7 node02)
     and their stack classes; the symptoms "CRIT Cleanup deadlock: ranks 3,7 in teardown, ranks
     0-2,4-6 wait" (across both nodes) and "WARN node03 could not be reached" (host-lost)."""
     app = _cluster_app(tmp_path)

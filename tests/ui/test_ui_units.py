@@ -14,7 +14,7 @@ from rltui.ui.themes import Palette, ThemeFileError, load_theme, next_theme, par
 from rltui.ui.widgets.cells import BLOCKS, SparkSeries, spark
 from rltui.ui.widgets.gpu_table import GpuPane
 from rltui.ui.widgets.header import source_label
-from rltui.ui.widgets.pane import Column, fit_columns
+from rltui.ui.widgets.pane import Column, column_widths, fit_columns, header_label
 from rltui.ui.widgets.rank_table import RankPane
 from rltui.units import age
 
@@ -38,6 +38,20 @@ def test_tables_fit_80_and_200_columns():
     ranks80 = fit_columns(RankPane.COLUMNS, 80)
     assert {"rank", "pid", "gpu", "gpu_util", "cpu", "state"} <= set(ranks80)
     assert fit_columns(RankPane.COLUMNS, 200) == tuple(c.key for c in RankPane.COLUMNS)
+
+
+def test_spare_width_goes_to_the_columns_that_grow():
+    cols = (Column("a", "a", 4, 0), Column("name", "name", 16, 1, grow=24), Column("c", "c", 8, 2))
+    # 4 chrome + 6 + 18 + 10 = 38: at 50 the name takes the 12 cells left, at 200 its 24
+    assert column_widths(cols, ("a", "name", "c"), 50) == {"a": 4, "name": 28, "c": 8}
+    assert column_widths(cols, ("a", "name", "c"), 200)["name"] == 40
+    assert column_widths(cols, ("a", "c"), 200) == {"a": 4, "c": 8}
+
+
+def test_the_sort_mark_is_kept_whole():
+    assert header_label("util", 5, "▲") == "util▲"
+    assert header_label("util", 4, "▼") == "uti▼"
+    assert header_label("util", 4) == "util"
 
 
 def test_spark_scales_and_marks_gaps():

@@ -27,7 +27,7 @@ from rltui.diagnosis.oom.types import OomReport
 from rltui.scrub import outgoing_text, printable
 from rltui.ui.copying import CopyTarget
 
-VALUE_WIDTH = 24  # "not set (default 16384)" whole; longer values fold
+VALUE_WIDTH = 28  # "unknown (config not read)", "not set (default 16384)" whole; longer fold
 NO_ESTIMATE = "no estimate (give --model-config PATH: the model's config.json)"
 
 

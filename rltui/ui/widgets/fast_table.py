@@ -21,6 +21,7 @@ from rich.style import Style
 from textual.binding import Binding
 from textual.events import Click
 from textual.geometry import Region, Size
+from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -103,6 +104,14 @@ class FastTable(ScrollView, can_focus=True):
 
     cursor_row = reactive(0, repaint=True, always_update=False)
 
+    class HeaderClicked(Message):
+        """A click on a column's header (the pane sorts by that column)."""
+
+        def __init__(self, table: FastTable, column: str) -> None:
+            super().__init__()
+            self.table = table
+            self.column = column
+
     def __init__(self, cells: CellsOf, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._cells_of = cells
@@ -139,15 +148,25 @@ class FastTable(ScrollView, can_focus=True):
         self._layout_changed = True
         self.invalidate()
 
-    def set_rows(self, keys: Sequence[str]) -> None:
-        """The rows in order; the cursor stays on the same key when it still exists."""
+    @property
+    def cursor_key(self) -> str | None:
+        """The key of the row under the cursor (None: no rows)."""
+        return self._keys[self.cursor_row] if self.cursor_row < len(self._keys) else None
+
+    def set_rows(self, keys: Sequence[str],
+                 successor: Callable[[str], str | None] | None = None) -> None:
+        """The rows in order; the cursor stays on the same key when it still exists (whatever
+        the new order), else on ``successor(key)`` (the same rank under its new key: a rank
+        that departed), else at the same place."""
         if list(keys) == self._keys:
             return
-        current = self._keys[self.cursor_row] if self.cursor_row < len(self._keys) else None
+        current = self.cursor_key
         self._keys = list(keys)
         self._index = {k: i for i, k in enumerate(self._keys)}
         self._layout_changed = True
         self._resize_virtual()
+        if current is not None and current not in self._index and successor is not None:
+            current = successor(current)
         if current in self._index:
             self.cursor_row = self._index[current]
         else:
@@ -240,5 +259,20 @@ class FastTable(ScrollView, can_focus=True):
 
     def on_click(self, event: Click) -> None:
         offset = event.get_content_offset(self)
-        if offset is not None and offset.y >= 1:
+        if offset is None:
+            return
+        if offset.y >= 1:
             self._move_to(int(self.scroll_y) + offset.y - 1)
+            return
+        column = self.column_at(offset.x + int(self.scroll_x))
+        if column is not None:
+            self.post_message(self.HeaderClicked(self, column))
+
+    def column_at(self, x: int) -> str | None:
+        """The column drawn at cell ``x`` of a line (each is its width and a space each side)."""
+        left = 0
+        for key, _, width, _ in self._columns:
+            left += width + 2
+            if x < left:
+                return key
+        return None

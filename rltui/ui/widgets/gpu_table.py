@@ -7,6 +7,8 @@ too, since none of its GPU processes can be matched to ranks from here.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rltui.cluster.view import GPU_STRIDE, local_gpu
 from rltui.model import OK, GpuSample, NodeSnapshot
 from rltui.ui.messages import View
@@ -15,6 +17,7 @@ from rltui.ui.widgets.pane import Column, Row, TablePane
 from rltui.units import GIB
 
 SPARK_WIDTH = 12
+NAME_MAX = 40  # cells a GPU's name may take where there is room
 
 
 def _gpu_values(snap: NodeSnapshot):
@@ -26,7 +29,7 @@ def _gpu_values(snap: NodeSnapshot):
 class GpuPane(TablePane):
     COLUMNS = (
         Column("index", "GPU", 3, 0, right=True),
-        Column("name", "name", 16, 5),
+        Column("name", "name", 16, 5),  # "H100 80GB HBM3"; longer names grow (columns)
         Column("util", "util", 4, 1, right=True),
         Column("util_spark", "util history", SPARK_WIDTH, 6),
         Column("mem", "memory", 11, 2, right=True),
@@ -48,7 +51,15 @@ class GpuPane(TablePane):
         self._group_heads: dict[int, str] = {}  # merged GPU index -> its node, first of each
 
     def columns(self, view: View) -> tuple[Column, ...]:
-        return self.CLUSTER_COLUMNS if view.cluster is not None else self.COLUMNS
+        """A longer name than the column's 16 cells ("Simulated GPU (demo)", "NVIDIA RTX
+        PRO 6000 Blackwell Server Edition") takes what the other columns leave, up to
+        NAME_MAX: cut only where there is no room."""
+        columns = self.CLUSTER_COLUMNS if view.cluster is not None else self.COLUMNS
+        longest = max((len(_name(g)) for g in view.snapshot.gpus if not g.error), default=0)
+        grow = min(NAME_MAX, longest) - 16
+        if grow <= 0:
+            return columns
+        return tuple(replace(c, grow=grow) if c.key == "name" else c for c in columns)
 
     def rows(self, view: View) -> list[Row]:
         snap = view.snapshot
@@ -117,7 +128,7 @@ class GpuPane(TablePane):
         cells = {
             "node": node,
             "index": Cell(index),
-            "name": Cell(g.name.removeprefix("NVIDIA ")),
+            "name": Cell(_name(g)),
             "util": util,
             "mem": _mem(g, th.gpu_mem_warn_pct, pal.warn, dim),
             "power": _power(g, dim),
@@ -135,6 +146,10 @@ class GpuPane(TablePane):
             cells["util_spark"] = Cell(self._sparks.line(("util", g.index), now), pal.spark)
             cells["mem_spark"] = Cell(self._sparks.line(("mem", g.index), now), pal.spark)
         return cells
+
+
+def _name(g: GpuSample) -> str:
+    return g.name.removeprefix("NVIDIA ")
 
 
 def _mem(g: GpuSample, warn_pct: float, warn: str, dim: str) -> Cell:

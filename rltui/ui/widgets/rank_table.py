@@ -1,8 +1,11 @@
 """The rank pane: one row per process of the job, and a dimmed row per rank that departed.
 
-A departed rank keeps its row (dimmed, state ``exited``/``zombie``/``missing``) with the GPU and
-role it had when last seen: in a hang the missing rank is the one to look at. Rows the OS could
-only partly read are marked with ``*`` after the PID; the pane's message line says why.
+A departed rank keeps its row (dimmed) with the GPU and role it had when last seen: in a hang the
+missing rank is the one to look at. Its state says how it left, from the best witness at hand
+(rltui.diagnosis.exits, as diagnose's JSON ``departed``): ``exit 1``, ``SIGKILL``, or
+``exited``/``zombie``/``missing`` when nothing tells; ``left`` says how long ago it left.
+``GPU mem`` is the memory NVML reports for the process itself (all its GPUs together). Rows the
+OS could only partly read are marked with ``*`` after the PID; the pane's message line says why.
 
 The log feature fills ``last step`` (the step and how long ago it was logged), ``step time``
 (a sparkline of the seconds per step, then the last one) and ``ETA`` (when the log says how many
@@ -17,18 +20,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from statistics import median
 
+from textual import on
 from textual.binding import Binding
+from textual.events import Key
+from textual.widgets import Input
 
 from rltui.cluster.view import RANK_UNKNOWN, ClusterRank, local_gpu
+from rltui.diagnosis.exits import Exit, exit_of
 from rltui.diagnosis.stacktree import StackClass, short_name
 from rltui.diagnosis.stackview import class_label
 from rltui.model import DepartedRank, LogFileState, ProcInfo
+from rltui.tablefilter import FilterError, RowFacts, RowFilter, parse
+from rltui.tablesort import Value
 from rltui.ui.messages import View
 from rltui.ui.widgets.cells import NOT_YET, Cell, HistoryCursor, na, percent, set_title, spark
 from rltui.ui.widgets.log_facts import SPARK_STEPS, LogIndex, eta, log_index, step_times
 from rltui.ui.widgets.log_view import OpenLog
 from rltui.ui.widgets.pane import Column, Row, TablePane
-from rltui.units import age, duration
+from rltui.units import age, duration, gib
 
 PARTIAL_MARK = "*"
 _DEPARTED_STATE = {"exited": "exited", "zombie": "zombie", "missing from WORLD_SIZE": "missing"}
@@ -43,17 +52,25 @@ class RankPane(TablePane):
         Column("cpu", "CPU%", 4, 4, right=True),
         Column("state", "state", 10, 5),
         Column("step", "last step", 11, 7, right=True),
-        Column("step_time", "step time", 8 + 1 + 5, 9),
-        Column("eta", "ETA", 6, 10, right=True),
-        Column("stack", "stack", 24, 8),
-        Column("role", "role", 12, 6),
+        Column("gpu_mem", "GPU mem", 7, 9, right=True),
+        Column("step_time", "step time", 8 + 1 + 5, 11),
+        Column("eta", "ETA", 6, 12, right=True),
+        Column("stack", "stack", 24, 10),
+        Column("role", "role", 12, 8),
     )
+    # With departed ranks, when each left comes right after the state (before the last step and
+    # the role: at 80 columns the time a rank left matters more than its role).
+    LEFT = Column("left", "left", 9, 6, right=True)
     # Across nodes the node comes right after the rank: which machine to log in to.
     NODE = Column("node", "node", 12, 1)
     CLUSTER_COLUMNS = COLUMNS[:1] + (NODE,) + COLUMNS[1:]
     BINDINGS = [
         Binding("o", "open_log", "Open log", id="rltui.ranks.open_log",
                 tooltip="open the highlighted rank's log full screen"),
+        # out of the footer, which must fit 80 columns; help (?) and the palette list it
+        Binding("slash", "filter", "Filter", id="rltui.ranks.filter", show=False,
+                tooltip="show only some ranks: a rank set (0-3,7), a state (stalled, exited), "
+                        "a stack class (#2), a node; escape clears"),
     ]
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -68,6 +85,23 @@ class RankPane(TablePane):
         self._logs: LogIndex | None = None  # log files of this view's snapshot
         self._stack_classes: dict[int, tuple[str, StackClass]] = {}  # member -> class
         self._job_views: dict[tuple[str, int], object] = {}  # several jobs: process -> its job
+        self._gpu_mem: dict[tuple[str, int], int] = {}  # (host, pid) -> bytes on its GPUs
+        self._exits: dict[tuple[str, int, int | None], Exit] = {}  # departed -> how it left
+        self._stalled: frozenset[int] = frozenset()  # ranks a stall or hang symptom names
+        self.filter = RowFilter()
+        # what the title counts, kept for a redraw when the filter changes
+        self._live_rows: Sequence[ProcInfo] = ()
+        self._departed_rows: Sequence[DepartedRank] = ()
+        self._unknown_count = 0
+        self.filter_error = ""  # what is wrong with the text typed, said in the title
+        self.filter_input = Input(placeholder="/ ranks 0-3,7 · stalled · exited · #2 · a node",
+                                  id="rank-filter", select_on_focus=False, compact=True)
+        self.filter_input.display = False
+
+    def compose(self):
+        yield self.message
+        yield self.filter_input
+        yield self.table
 
     # -- the log feature ------------------------------------------------------------------------
     def log_of(self, proc: ProcInfo | None, rank: int | None = None) -> LogFileState | None:
@@ -103,7 +137,11 @@ class RankPane(TablePane):
         return Cell(text)
 
     def columns(self, view: View) -> tuple[Column, ...]:
-        return self.CLUSTER_COLUMNS if view.cluster is not None else self.COLUMNS
+        columns = self.CLUSTER_COLUMNS if view.cluster is not None else self.COLUMNS
+        if not any(v.snapshot.departed for v in view.jobs) and not view.snapshot.departed:
+            return columns
+        at = next(i for i, c in enumerate(columns) if c.key == "state") + 1
+        return columns[:at] + (self.LEFT,) + columns[at:]
 
     # -- rows -----------------------------------------------------------------------------------
     def rows(self, view: View) -> list[Row]:
@@ -112,6 +150,10 @@ class RankPane(TablePane):
         self._logs = log_index(snap)
         self._stack_classes = ({m: (class_label(i), c) for i, c in enumerate(view.stacks.classes)
                                 for m in c.members} if view.stacks is not None else {})
+        self._gpu_mem = _gpu_memory(view)
+        self._stalled = frozenset(r for s in view.diagnosis.symptoms
+                                  if s.id == "steps-stalled" or s.id.startswith("hang-")
+                                  for r in s.ranks)
         live = snap.live_procs
         for seen in self._cursor.new(view.history):
             for p in seen.live_procs:
@@ -130,9 +172,12 @@ class RankPane(TablePane):
         self._job_views = {m: v for v in views for m in v.job.members} if several else {}
         ordered: list[tuple[tuple, str, object]] = []
         departed: list[DepartedRank] = []
+        self._exits = {}
         for i, part in enumerate(parts):
             mine = sorted(part.departed, key=_order)
             departed += mine
+            for d in mine:  # from its own job's logs, as diagnose's JSON reads it
+                self._exits[_exit_key(d)] = exit_of(part, d)
             ordered += [((i,) + _order(p), _live_key(p), p) for p in part.live_procs]
             # a missing rank has no pid: two jobs may each miss the same rank number
             suffix = f"@{i}" if len(parts) > 1 else ""
@@ -143,6 +188,7 @@ class RankPane(TablePane):
         rows: list[Row] = [(key, item) for _, key, item in ordered]
         keep = {(p.host, p.pid) for p in live} | {(_host(d), d.pid) for d in departed}
         self._last_known = {k: p for k, p in self._last_known.items() if k in keep}
+        self._live_rows, self._departed_rows, self._unknown_count = live, departed, len(unknown)
         self._titles(view, live, departed, len(unknown))
         return rows
 
@@ -153,7 +199,12 @@ class RankPane(TablePane):
             title += f", {len(departed)} departed"
         if unknown:
             title += f", {unknown} unknown"
-        set_title(self, title + ")")
+        title += ")"
+        if self.filter_error:
+            title += f" · filter: {self.filter_error}"
+        elif self.filter.active:
+            title += f" · {self.table.row_count} shown: /{self.filter.text}"
+        set_title(self, title)
         partial = [p for p in live if p.partial]
         state = view.snapshot.source("procs")
         pal = view.palette
@@ -205,6 +256,7 @@ class RankPane(TablePane):
             "gpu_util": gpu_util,
             "cpu": cpu,
             "state": _state(p.state, pal.bad, pal.warn, dim),
+            "gpu_mem": self._gpu_mem_cell(p, dim),
             "stack": self.stack_class(p, view),
             "role": Cell(p.role or "-"),
             **self._step_cells(self.log_of(p), view, ""),
@@ -213,6 +265,8 @@ class RankPane(TablePane):
     def _departed(self, d: DepartedRank, view: View) -> dict[str, Cell]:
         dim = view.palette.dim
         seen = self._last_known.get((_host(d), d.pid))
+        ex = self._exits.get(_exit_key(d))
+        at = ex.at if ex is not None else d.gone_since
         return {
             "rank": Cell("-" if d.rank is None else str(d.rank), dim),
             "node": Cell(_host(d) or "-", dim),
@@ -221,11 +275,21 @@ class RankPane(TablePane):
                         else str(local_gpu(seen.gpu_index)), dim),
             "gpu_util": Cell("-", dim),
             "cpu": Cell("-", dim),
-            "state": Cell(_DEPARTED_STATE.get(d.reason, d.reason), dim),
+            "state": Cell(_departed_state(d, ex), view.palette.bad if ex and ex.crashed
+                          else dim),
+            "left": Cell("-" if at is None else age(max(0.0, view.snapshot.timestamp - at))
+                         + " ago", dim),
+            "gpu_mem": Cell("-", dim),
             "stack": Cell(NOT_YET, dim),
             "role": Cell((seen.role if seen else "") or "-", dim),
             **self._step_cells(self.log_of(seen, d.rank), view, dim),
         }
+
+    def _gpu_mem_cell(self, p: ProcInfo, dim: str) -> Cell:
+        used = self._gpu_mem.get((p.host, p.pid))
+        if used is None:
+            return Cell("-", dim)
+        return Cell(gib(used, digits=1, unit="G"))
 
     def _unknown(self, r: ClusterRank, view: View) -> dict[str, Cell]:
         """A rank of a node that stopped answering: as last seen, dimmed, state unknown."""
@@ -274,6 +338,128 @@ class RankPane(TablePane):
                 return True
         return False
 
+    # -- sorting: the real value where the cell formats it ------------------------------------
+    def sort_value(self, item: object, column: str) -> Value:
+        if column == "gpu_mem":
+            return self._gpu_mem.get((item.host, item.pid)) \
+                if isinstance(item, ProcInfo) else None
+        if column == "left":
+            if not isinstance(item, DepartedRank):
+                return None
+            ex = self._exits.get(_exit_key(item))
+            return ex.at if ex is not None and ex.at is not None else item.gone_since
+        if column == "stack":
+            if not isinstance(item, ProcInfo) or self.view.stacks is None:
+                return None
+            member = item.rank if item.rank is not None else -1 - item.pid
+            found = self._stack_classes.get(member)
+            return None if found is None else int(found[0].lstrip("#"))
+        if column in ("step_time", "eta"):
+            f = self._log_of_item(item)
+            if f is None:
+                return None
+            if column == "eta":
+                return eta(f)
+            times = step_times(f.recent_steps)
+            return times[-1] if times else None
+        return super().sort_value(item, column)
+
+    def _log_of_item(self, item: object) -> LogFileState | None:
+        if isinstance(item, ProcInfo):
+            return self.log_of(item)
+        if isinstance(item, DepartedRank):
+            return self.log_of(self._last_known.get((_host(item), item.pid)), item.rank)
+        return None
+
+    def successor(self, key: str) -> str | None:
+        """A live rank that departs keeps the cursor: its row key turns from p… to d…."""
+        return "d" + key[1:] if key.startswith("p") else None
+
+    # -- the filter (``/``) ---------------------------------------------------------------------
+    def facts(self, item: object) -> RowFacts:
+        """What the filter reads of a row (rltui.tablefilter)."""
+        if isinstance(item, DepartedRank):
+            word = _DEPARTED_STATE.get(item.reason, item.reason)
+            return RowFacts(rank=item.rank, state=word, departed=True, node=_host(item),
+                            stalled=item.rank in self._stalled,
+                            role=(item.info.role if item.info else "") or "")
+        if isinstance(item, ClusterRank):
+            return RowFacts(rank=item.rank, state="unknown", node=item.host,
+                            stalled=item.rank in self._stalled)
+        assert isinstance(item, ProcInfo)
+        member = item.rank if item.rank is not None else -1 - item.pid
+        found = self._stack_classes.get(member)
+        number, name = None, ""
+        if found is not None and self._view is not None and self.view.stacks is not None:
+            label, c = found
+            where = c.op or c.tip or c.deepest
+            number, name = int(label.lstrip("#")), short_name(where.name) if where else ""
+        return RowFacts(rank=item.rank, state=item.state, node=item.host,
+                        stack_class=number, stack_name=name,
+                        stalled=item.rank is not None and item.rank in self._stalled,
+                        role=item.role or "")
+
+    def keep(self, keys: list[str]) -> list[str]:
+        if not self.filter.active:
+            return keys
+        items, match = self._items, self.filter.matches
+        return [k for k in keys if match(self.facts(items[k]))]
+
+    def set_filter(self, text: str) -> None:
+        """Filter the rows by ``text`` (rltui.tablefilter); raises FilterError."""
+        self.filter = parse(text)
+        if self._view is not None:
+            self._set_rows()
+            self.table.invalidate()
+            self._retitle()
+
+    def _retitle(self) -> None:
+        if self._view is not None:
+            self._titles(self.view, self._live_rows, self._departed_rows, self._unknown_count)
+
+    def show(self, view: View) -> None:
+        super().show(view)
+        if self.filter.active or self.filter_error:
+            self._retitle()  # the count of rows shown is known only now
+
+    def action_filter(self) -> None:
+        self.filter_input.display = True
+        self.filter_input.value = self.filter.text
+        self.filter_input.focus()
+
+    @on(Input.Changed, "#rank-filter")
+    def _filter_typed(self, event: Input.Changed) -> None:
+        event.stop()
+        try:
+            self.filter_error = ""
+            self.set_filter(event.value)  # the rows shown keep the last filter that parsed
+        except FilterError as exc:
+            self.filter_error = str(exc)
+            self._retitle()
+        self.filter_input.set_class(bool(self.filter_error), "-invalid")
+
+    @on(Input.Submitted, "#rank-filter")
+    def _filter_done(self, event: Input.Submitted) -> None:
+        event.stop()
+        if not self.filter.active:
+            self.filter_input.display = False
+        self.table.focus()
+
+    def on_key(self, event: Key) -> None:
+        # escape in the filter's line clears it (before the screen's escape, unzoom)
+        if event.key == "escape" and self.filter_input.has_focus:
+            event.stop()
+            event.prevent_default()
+            self.clear_filter()
+
+    def clear_filter(self) -> None:
+        self.filter_input.value = ""
+        self.filter_error = ""
+        self.set_filter("")
+        self.filter_input.remove_class("-invalid")
+        self.filter_input.display = False
+        self.table.focus()
+
     def action_open_log(self) -> None:
         keys = self.table.row_keys
         row = self.table.cursor_row
@@ -302,6 +488,35 @@ def _last_step(f: LogFileState, now: float) -> str:
 
 def _order(p: ProcInfo | DepartedRank | ClusterRank) -> tuple[bool, int, int]:
     return (p.rank is None, p.rank or 0, p.pid)
+
+
+def _gpu_memory(view: View) -> dict[tuple[str, int], int]:
+    """Each process's GPU memory as NVML reports it, summed over its GPUs, by (host, pid):
+    across nodes a GPU's processes are its node's pids."""
+    used: dict[tuple[str, int], int] = {}
+    cluster = view.cluster
+    for g in view.snapshot.gpus:
+        where = cluster.gpu_of(g.index) if cluster is not None else None
+        host = where[0] if where is not None else ""
+        for p in g.processes:
+            if p.used_memory is not None and p.local:
+                used[(host, p.pid)] = used.get((host, p.pid), 0) + p.used_memory
+    return used
+
+
+def _exit_key(d: DepartedRank) -> tuple[str, int, int | None]:
+    return (_host(d), d.pid, d.rank)
+
+
+def _departed_state(d: DepartedRank, ex: Exit | None) -> str:
+    """``SIGKILL``, ``exit 1``, else how rltui saw it go: exited | zombie | missing."""
+    if d.reason == "zombie" or ex is None:
+        return _DEPARTED_STATE.get(d.reason, d.reason)
+    if ex.signal:
+        return ex.signal
+    if ex.code is not None:
+        return f"exit {ex.code}"
+    return _DEPARTED_STATE.get(d.reason, d.reason)
 
 
 def _host(d: DepartedRank) -> str:
