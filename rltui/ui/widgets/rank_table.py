@@ -29,7 +29,7 @@ from rltui.cluster.view import RANK_UNKNOWN, ClusterRank, local_gpu
 from rltui.diagnosis.exits import Exit, exit_of
 from rltui.diagnosis.stacktree import StackClass, short_name
 from rltui.diagnosis.stackview import class_label
-from rltui.model import DepartedRank, LogFileState, ProcInfo
+from rltui.model import DepartedRank, LogFileState, NodeSnapshot, ProcInfo
 from rltui.tablefilter import FilterError, RowFacts, RowFilter, parse
 from rltui.tablesort import Value
 from rltui.ui.messages import View
@@ -85,6 +85,7 @@ class RankPane(TablePane):
         self._logs: LogIndex | None = None  # log files of this view's snapshot
         self._stack_classes: dict[int, tuple[str, StackClass]] = {}  # member -> class
         self._job_views: dict[tuple[str, int], object] = {}  # several jobs: process -> its job
+        self._part_of: dict[int, NodeSnapshot] = {}  # several jobs: id(departed) -> its job's
         self._gpu_mem: dict[tuple[str, int], int] = {}  # (host, pid) -> bytes on its GPUs
         self._exits: dict[tuple[str, int, int | None], Exit] = {}  # departed -> how it left
         self._stalled: frozenset[int] = frozenset()  # ranks a stall or hang symptom names
@@ -104,17 +105,21 @@ class RankPane(TablePane):
         yield self.table
 
     # -- the log feature ------------------------------------------------------------------------
-    def log_of(self, proc: ProcInfo | None, rank: int | None = None) -> LogFileState | None:
-        """The log speaking for a process (or, with no process, for a rank)."""
+    def log_of(self, proc: ProcInfo | None, rank: int | None = None,
+               departed: DepartedRank | None = None) -> LogFileState | None:
+        """The log speaking for a process (or, with no process, for a rank; ``departed``: the
+        row's departed rank, whose job's files alone are looked in)."""
         index = self._logs
         if index is None:
             return None
+        # several jobs: a rank's log is looked up among its own job's files only (rank 0 of
+        # one job is not rank 0 of the other; a rank missing from one job's WORLD_SIZE has no
+        # process, its job is the one whose view holds it)
         if proc is not None:
-            # several jobs: a rank's log is looked up among its own job's files only (rank 0
-            # of one job is not rank 0 of the other)
             mine = self._job_views.get((proc.host, proc.pid))
             return (log_index(mine.snapshot) if mine is not None else index).for_proc(proc)
-        return index.for_rank(rank)
+        part = self._part_of.get(id(departed)) if departed is not None else None
+        return (log_index(part) if part is not None else index).for_rank(rank)
 
     def stack_class(self, proc: ProcInfo, view: View) -> Cell:
         """The class of this rank's py-spy stack and where it waits: ``#1 all_reduce``."""
@@ -173,9 +178,12 @@ class RankPane(TablePane):
         ordered: list[tuple[tuple, str, object]] = []
         departed: list[DepartedRank] = []
         self._exits = {}
+        self._part_of = {}
         for i, part in enumerate(parts):
             mine = sorted(part.departed, key=_order)
             departed += mine
+            if several:
+                self._part_of.update((id(d), part) for d in mine)
             for d in mine:  # from its own job's logs, as diagnose's JSON reads it
                 self._exits[_exit_key(d)] = exit_of(part, d)
             ordered += [((i,) + _order(p), _live_key(p), p) for p in part.live_procs]
@@ -282,7 +290,7 @@ class RankPane(TablePane):
             "gpu_mem": Cell("-", dim),
             "stack": Cell(NOT_YET, dim),
             "role": Cell((seen.role if seen else "") or "-", dim),
-            **self._step_cells(self.log_of(seen, d.rank), view, dim),
+            **self._step_cells(self.log_of(seen, d.rank, d), view, dim),
         }
 
     def _gpu_mem_cell(self, p: ProcInfo, dim: str) -> Cell:
@@ -368,7 +376,7 @@ class RankPane(TablePane):
         if isinstance(item, ProcInfo):
             return self.log_of(item)
         if isinstance(item, DepartedRank):
-            return self.log_of(self._last_known.get((_host(item), item.pid)), item.rank)
+            return self.log_of(self._last_known.get((_host(item), item.pid)), item.rank, item)
         return None
 
     def successor(self, key: str) -> str | None:
@@ -470,7 +478,7 @@ class RankPane(TablePane):
             proc, rank = item, item.rank
         else:
             return
-        f = self.log_of(proc, rank)
+        f = self.log_of(proc, rank, item if isinstance(item, DepartedRank) else None)
         if rank is None and f is None:
             self.notify("No log found for this process: its stdout/stderr are not files. "
                         "Add one with --log PATH_OR_GLOB.", severity="warning")
