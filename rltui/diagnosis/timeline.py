@@ -120,8 +120,9 @@ def build(snap: NodeSnapshot, stacks: StackReport | None = None,
     for d in snap.departed:
         if d.rank is None:
             continue
-        e = entry(job_of.get((d.info.host if d.info else "", d.pid)) if d.pid else None,
-                  d.rank)
+        job = job_of.get((d.info.host if d.info else "", d.pid)) if d.pid else \
+            _missing_from(snap, d.rank, job_of)
+        e = entry(job, d.rank)
         if not e.alive:  # a rank restarted under a new pid is the live one
             e.left = True
             at = exit_of(snap, d).at
@@ -242,12 +243,25 @@ def _waiting_for_the_gone(lines: list[RankLine], now: float) -> list[RankLine]:
     out = []
     for r in lines:
         gone_at = left.get(r.job)
-        if r.state == ADVANCING and gone_at is not None and r.last_step_at is not None \
-                and r.last_step_at <= gone_at and now - gone_at >= _wait_s(r):
-            # it stopped when its peer left; sorted after the one that left (a tie: exit first)
+        if gone_at is not None and r.last_step_at is not None and r.last_step_at <= gone_at \
+                and gone_at - r.last_step_at <= _wait_s(r) and (
+                    (r.state == ADVANCING and now - gone_at >= _wait_s(r))
+                    or (r.state == STOPPED and r.stopped_by == "log")):
+            # It stepped on until its peer left and not since: it stopped when the peer left,
+            # listed after it (a tie: exit first). A peer that left long after the rank's last
+            # step (a watchdog's kill of a hang) is no cause and changes nothing.
             r = replace(r, state=STOPPED, stopped_at=gone_at, stopped_by="log")
         out.append(r)
     return out
+
+
+def _missing_from(snap: NodeSnapshot, rank: int, job_of: dict) -> str | None:
+    """The job a rank missing from a WORLD_SIZE (no process, no pid) is missing from: the one
+    job whose world holds that rank number and none of whose processes is that rank."""
+    live = {(job_of.get((p.host, p.pid)), p.rank) for p in snap.procs if p.rank is not None}
+    found = [j.id for j in snap.jobs if j.world_size is not None and rank < j.world_size
+             and (j.id, rank) not in live]
+    return found[0] if len(found) == 1 else None
 
 
 def _wait_s(r: RankLine) -> float:

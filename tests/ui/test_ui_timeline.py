@@ -78,8 +78,9 @@ def test_timeline_snapshot(snap_compare, replay_app):
     "Timeline: who stopped first, as of 22:15:20 · python -m verl.trainer.main_ppo"; the line
     "Rank 3 of job trainer-4100 stopped first, at 22:13:55: it left the job."; the axis from
     22:13:26 to 22:15:20 over the bars; rank 3 first, "exited", last step 7, stopped 22:13:55 by
-    "exit", its bar of "#" steps and "=" ending in "X" and dots after; then ranks 2, 1, 0
-    "stopped", last step 8, at 22:13:59-22:14:00 by "log", their "X" a few columns right of
-    rank 3's; the legend line under them; the footer with "escape Close"."""
+    "exit", its bar of "#" steps and "=" ending in "X" and dots after; then ranks 0, 1, 2
+    "stopped", last step 8, at 22:14:00 (when rank 3 left: none of them logged a step since)
+    by "log", their "X" a few columns right of rank 3's; the legend line under them; the
+    footer with "escape Close"."""
     assert snap_compare(replay_app("with_logs_stalled"), press=["e", "a"],
                         terminal_size=(120, 40))

@@ -97,7 +97,24 @@ def test_a_rank_that_left_before_its_peers_stopped_wins_the_tie():
     procs = tuple(_proc(r) for r in (0, 1, 3))
     tl = build(_snap(T0 + 200, logs, procs=procs, departed=(gone,)))
     assert [r.rank for r in tl.ranks] == [2, 0, 1, 3]
-    assert timeline_json(tl)["first_to_stop"]["together"] == [0, 1, 3]
+    # the others logged their last step with it and none since: they stopped when it left
+    left = tl.ranks[0].left_at
+    assert left is not None and all(r.stopped_at == left for r in tl.ranks[1:])
+    assert timeline_json(tl)["first_to_stop"]["together"] == []
+
+
+def test_a_peer_killed_long_after_a_hang_changes_nothing():
+    """Rank 3 stopped stepping at T0+40, the others at T0+48; rank 0 was killed ten minutes
+    later (a watchdog): the hang came first, the kill is no cause of it."""
+    logs = [_log(0, 12, T0 + 48), _log(1, 12, T0 + 48), _log(2, 12, T0 + 48),
+            _log(3, 10, T0 + 40)]
+    gone = DepartedRank(pid=4100, rank=0, last_seen=T0 + 648, gone_since=T0 + 649,
+                        info=_proc(0))
+    tl = build(_snap(T0 + 700, logs, procs=tuple(_proc(r) for r in (1, 2, 3)),
+                     departed=(gone,)))
+    assert tl.ranks[0].rank == 3 and tl.ranks[0].stopped_at == T0 + 40
+    assert {r.rank: r.stopped_at for r in tl.ranks[1:] if r.rank in (1, 2)} == \
+        {1: T0 + 48, 2: T0 + 48}
 
 
 def test_a_healthy_job_where_nobody_stopped():
