@@ -140,6 +140,12 @@ def build(snap: NodeSnapshot, stacks: StackReport | None = None,
         job = job_of.get((p.host, p.pid)) if p is not None else None
         if job is None and len(jobs_of_rank.get(rank, ())) == 1:
             job = next(iter(jobs_of_rank[rank]))
+        elif job is None and p is None:
+            # no process writes it (its rank left): of the jobs with that rank number, the
+            # one whose rank left and has no process now
+            gone = [j for j in jobs_of_rank.get(rank, ()) if ranks[(j, rank)].left
+                    and not ranks[(j, rank)].alive]
+            job = gone[0] if len(gone) == 1 else None
         entry(job, rank).logs.append(log)
     if stacks is not None and snap.stacks:
         _read_stacks(ranks, snap, stacks, th, stacks_job)
@@ -246,11 +252,11 @@ def _waiting_for_the_gone(lines: list[RankLine], now: float) -> list[RankLine]:
         if gone_at is not None and r.last_step_at is not None and r.last_step_at <= gone_at \
                 and gone_at - r.last_step_at <= _wait_s(r) and (
                     (r.state == ADVANCING and now - gone_at >= _wait_s(r))
-                    or (r.state == STOPPED and r.stopped_by == "log")):
+                    or (r.state == STOPPED and r.stopped_by in ("log", "stacks"))):
             # It stepped on until its peer left and not since: it stopped when the peer left,
             # listed after it (a tie: exit first). A peer that left long after the rank's last
             # step (a watchdog's kill of a hang) is no cause and changes nothing.
-            r = replace(r, state=STOPPED, stopped_at=gone_at, stopped_by="log")
+            r = replace(r, state=STOPPED, stopped_at=gone_at, stopped_by=r.stopped_by or "log")
         out.append(r)
     return out
 

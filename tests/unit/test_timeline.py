@@ -247,3 +247,37 @@ def test_ranks_that_logged_nothing_since_a_peer_left_wait_for_it():
     for r in tl.ranks[1:]:
         assert (r.state, r.stopped_by, r.stopped_at) == ("stopped", "log", T0 + 60.5)
     assert timeline_json(tl)["first_to_stop"]["rank"] == 3
+
+
+def test_two_jobs_a_missing_rank_and_its_log_belong_to_the_job_it_is_missing_from():
+    """Job "crash" (ranks 0-2, WORLD_SIZE 3) lost rank 2 before anyone looked: it has no process
+    and no pid, only its log rank2.log; job "demo" (ranks 0-3) steps on. Rank 2 of "crash" is the
+    one that left, with its log's last step, first; its peers stopped when it left."""
+    from rltui.model import Job
+
+    def crash_proc(rank: int) -> ProcInfo:
+        return ProcInfo(pid=4100 + rank, rank=rank, world_size=3, state="sleeping",
+                        stdout_path=f"/jobs/crash/rank{rank}.log")
+
+    def demo_proc(rank: int) -> ProcInfo:
+        return ProcInfo(pid=5100 + rank, rank=rank, world_size=4, state="sleeping",
+                        stdout_path=f"/jobs/demo/rank{rank}.log")
+
+    crash_logs = [replace(_log(r, 1, T0 + 10), path=f"/jobs/crash/rank{r}.log",
+                          pid=None if r == 2 else 4100 + r) for r in range(3)]
+    demo_logs = [replace(_log(r, 40, T0 + 99), path=f"/jobs/demo/rank{r}.log", pid=5100 + r)
+                 for r in range(4)]
+    missing = DepartedRank(pid=0, rank=2, last_seen=T0 + 10.5, gone_since=T0 + 10.5,
+                           reason="missing from WORLD_SIZE")
+    procs = (crash_proc(0), crash_proc(1), *(demo_proc(r) for r in range(4)))
+    jobs = (Job(id="crash", name="crash", members=(("", 4100), ("", 4101)), ranks=(0, 1, 2),
+                world_size=3),
+            Job(id="demo", name="demo", members=tuple(("", 5100 + r) for r in range(4)),
+                ranks=(0, 1, 2, 3), world_size=4))
+    snap = replace(_snap(T0 + 100, crash_logs + demo_logs, procs=procs, departed=(missing,)),
+                   jobs=jobs)
+    tl = build(snap)
+    first = tl.first_to_stop
+    assert (first.rank, first.job, first.state, first.last_step) == (2, "crash", "exited", 1)
+    assert [(r.rank, r.job) for r in tl.ranks[:3]] == [(2, "crash"), (0, "crash"), (1, "crash")]
+    assert not any(r.job is None for r in tl.ranks)
