@@ -79,6 +79,17 @@ async def until_view(app: RltuiApp, condition: Callable[[object], object], what:
         assert time.monotonic() < deadline, f"never: {what}"
 
 
+async def dump_now(app: RltuiApp, pilot, until: Callable[[object], object]):
+    """``d`` on a live app: the dump's worker ends, then the first evaluation for which
+    ``until(view)`` holds (the round reaches the view on a later evaluation)."""
+    await pilot.press("d")
+    await app.workers.wait_for_complete()
+    view = await app.wait_for_evaluation(app.evaluations)
+    while not until(view):
+        view = await app.wait_for_evaluation(app.evaluations)
+    return view
+
+
 async def until_idle(pilot, condition: Callable[[], object], what: str,
                      timeout: float = 30.0) -> None:
     """Wait until ``condition()`` holds, letting the app handle its pending messages between

@@ -26,7 +26,7 @@ from rltui.ui import build_app
 from rltui.ui.screens.stacks import StacksScreen
 from tests.fakes.scenarios import proc
 from tests.fakes.sources import FakeSource, FakeStackSource, live_bundle, procs_ok
-from tests.ui.helpers import FakeClock, record_notes, until_idle
+from tests.ui.helpers import FakeClock, dump_now, record_notes, until_idle
 from tests.ui.test_ui_stacks import report_of
 
 SECRET = "hf_abcdefghijklmnopqrstuvwx"
@@ -142,11 +142,8 @@ async def test_y_after_i_copies_the_reports_path_until_its_notice_goes(terminal,
     notes = record_notes(app)
     async with app.run_test(size=(120, 40)) as pilot:
         await app.wait_for_evaluation(after=0)
-        await pilot.press("d")
-        await app.workers.wait_for_complete()
-        view = await app.wait_for_evaluation(app.evaluations)
-        while view.stacks is None or not view.diagnosis.symptoms:
-            view = await app.wait_for_evaluation(app.evaluations)
+        view = await dump_now(app, pilot, lambda v: v.stacks is not None
+                              and v.diagnosis.symptoms)
         before = len(notes)
         await pilot.press("i")
         await until_idle(pilot, lambda: len(notes) > before, "the report's notice")

@@ -10,7 +10,7 @@ from rltui.ui.screens import LogFileScreen
 from rltui.ui.screens.stacks import StacksScreen
 from tests.fakes.scenarios import LOG_DIR
 from tests.fakes.sources import FakeStackSource
-from tests.ui.helpers import plain
+from tests.ui.helpers import dump_now, plain
 from tests.ui.test_ui_stack_keys import make
 
 
@@ -122,11 +122,8 @@ async def test_live_a_class_of_a_dump_taken_now(tmp_path):
     app = make(tmp_path, FakeStackSource("collective-mismatch"))
     async with app.run_test(size=(120, 40)) as pilot:
         await app.wait_for_evaluation(after=0)
-        await pilot.press("d")
-        await app.workers.wait_for_complete()
-        view = await app.wait_for_evaluation(app.evaluations)
-        while not any(s.id.startswith("hang-") for s in view.diagnosis.symptoms):
-            view = await app.wait_for_evaluation(app.evaluations)
+        view = await dump_now(app, pilot, lambda v: any(
+            s.id.startswith("hang-") for s in v.diagnosis.symptoms))
         await pilot.pause()
         hang = next(s for s in view.diagnosis.symptoms if s.id.startswith("hang-"))
         pane = await open_symptom(app, pilot, hang.id)

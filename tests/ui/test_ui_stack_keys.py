@@ -10,7 +10,7 @@ from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import DENIED
 from rltui.ui import build_app
 from tests.fakes.sources import FakeStackSource, live_bundle, procs_ok
-from tests.ui.helpers import record_notes
+from tests.ui.helpers import dump_now, record_notes
 
 FAST = Settings(cadence=Cadence(gpus=0.05, procs=0.05, ui=0.1),
                 thresholds=Thresholds(stale_after_intervals=1000.0))
@@ -57,11 +57,7 @@ async def test_d_with_ptrace_denied_says_how_to_fix_it_once(tmp_path):
     notes = record_notes(app)
     async with app.run_test(size=(200, 60)) as pilot:
         await app.wait_for_evaluation(after=0)
-        await pilot.press("d")
-        await app.workers.wait_for_complete()
-        view = await app.wait_for_evaluation(app.evaluations)
-        while view.snapshot.source("stacks") is None:
-            view = await app.wait_for_evaluation(app.evaluations)
+        view = await dump_now(app, pilot, lambda v: v.snapshot.source("stacks") is not None)
         assert view.snapshot.source("stacks").status == DENIED
         await pilot.pause()
         assert len([m for m in notes if "ptrace_scope" in m]) == 1, notes
@@ -74,11 +70,7 @@ async def test_i_writes_the_incident_report_with_stacks_and_commands(tmp_path):
     app = make(tmp_path, FakeStackSource("collective-mismatch"))
     async with app.run_test(size=(120, 40)) as pilot:
         await app.wait_for_evaluation(after=0)
-        await pilot.press("d")
-        await app.workers.wait_for_complete()
-        view = await app.wait_for_evaluation(app.evaluations)
-        while view.stacks is None:
-            view = await app.wait_for_evaluation(app.evaluations)
+        await dump_now(app, pilot, lambda v: v.stacks is not None)
         await pilot.press("i")
         await pilot.pause()
         assert len(app.reports_written) == 1
