@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from textual.screen import Screen
+from textual.widget import Widget
 
 
 def toggle_zoom(screen: Screen) -> None:
@@ -12,5 +13,11 @@ def toggle_zoom(screen: Screen) -> None:
         return
     if screen.focused is None:
         screen.focus_next()
-    if screen.focused is not None:
-        screen.maximize(screen.focused)
+    focused = screen.focused
+    if focused is None or screen.maximize(focused):
+        return
+    # a widget that cannot be maximized itself (a folded pane's line): its pane
+    pane = next((w for w in focused.ancestors if isinstance(w, Widget) and w.allow_maximize),
+                None)
+    if pane is not None:
+        screen.maximize(pane, container=False)

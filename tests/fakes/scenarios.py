@@ -150,6 +150,49 @@ def rank_exited(path: str | Path, duration: float = 90.0, exit_at: int = 20,
                  description="rank 3 exits at 20 s; ranks 0-2 idle, 4-7 busy")
 
 
+def many_ranks(path: str | Path, ranks: int, gpus: int = 8, duration: float = 60.0,
+               exit_at: int = 20) -> Path:
+    """``ranks`` ranks on ``gpus`` GPUs (several per GPU), built like rank_exited: at
+    ``exit_at`` the last rank of GPU 1 exits; the ranks of GPUs 0-1 then wait with their GPUs
+    idle while the others spin at 100%: rank-exited and gpu-idle-vs-busy."""
+    per_gpu = max(1, ranks // gpus)
+    exited = 2 * per_gpu - 1
+
+    def alive(s: int) -> list[int]:
+        return [r for r in range(ranks) if s < exit_at or r != exited]
+
+    def util(i: int, s: int) -> float:
+        if s < exit_at:
+            return busy_util(i, s)
+        return float(s % 2) if i < 2 else 100.0
+
+    def g(s: int) -> Reading:
+        return _gpus_ok(s, tuple(gpu(i, util(i, s), 61.0 + i * 2.4,
+                                     pids=tuple(4100 + r for r in alive(s) if r // per_gpu == i))
+                                 for i in range(gpus)))
+
+    def p(s: int) -> Reading:
+        return _procs_ok(s, tuple(proc(r, world=ranks, gpu_index=r // per_gpu,
+                                       cpu=100.0 if s >= exit_at else 97.0,
+                                       state="sleeping" if s >= exit_at and r // per_gpu < 2
+                                       else "running") for r in alive(s)))
+
+    return write(path, _timeline(duration, g, p),
+                 job=f"torchrun --nproc-per-node {ranks} train_ppo.py",
+                 description=f"{ranks} ranks on {gpus} GPUs; rank {exited} exits at "
+                             f"{exit_at} s; GPUs 0-1 idle, the others busy")
+
+
+def ranks16(path: str | Path) -> Path:
+    """16 ranks on 8 GPUs, rank 3 exits (many_ranks)."""
+    return many_ranks(path, 16)
+
+
+def ranks64(path: str | Path) -> Path:
+    """64 ranks on 8 GPUs, rank 15 exits (many_ranks)."""
+    return many_ranks(path, 64)
+
+
 def two_jobs(path: str | Path, duration: float = 40.0, exit_at: int = 20) -> Path:
     """Two 4-GPU jobs on one 8-GPU node, both with ranks 0-3: "train_ppo" (torchrun 4000,
     ranks 4100-4103 on GPUs 0-3, rendezvous 127.0.0.1:29500) whose rank 2 exits at

@@ -13,7 +13,10 @@ SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((200, 60), id="200x60"
 
 @pytest.mark.parametrize("size", SIZES)
 def test_rank_exited(snap_compare, replay_app, size):
-    """Rank 3 exited 70 s ago while ranks 0-2 wait idle and 4-7 spin. Must be visible: header
+    """Rank 3 exited 70 s ago while ranks 0-2 wait idle and 4-7 spin. At 80x24 (symptoms on
+    screen) the GPU and rank tables fold to "8 GPUs: 4 busy, 4 idle, 61-64 GiB" and "8 ranks: 4
+    running, 3 sleeping, 1 exited" and the symptom detail shows its Evidence and Next steps;
+    the rest of what follows holds at 200x60. Must be visible: header
     "CRITICAL (2)" with "replay 90.0/90.0s x1 end" and "gpus ok 0.0s", "procs ok 0.5s"; GPU
     rows with 0% (idle colour) for GPUs 0-3 and 100% (ok colour) for 4-7; the rank table with
     rank 3 dimmed as "exited" between ranks 2 and 4; the symptoms as one incident: "CRIT rank 3
@@ -185,3 +188,20 @@ def test_evidence_cursor(snap_compare, replay_app):
     assert snap_compare(replay_app("cleanup_deadlock_with_stacks"),
                         press=["e", "tab", "tab", "enter", "down", "down"],
                         terminal_size=(120, 40))
+
+
+LAYOUT_SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="120x40"),
+                pytest.param((200, 60), id="200x60")]
+
+
+@pytest.mark.parametrize("size", LAYOUT_SIZES)
+@pytest.mark.parametrize("scenario", ["ranks16", "ranks64"])
+def test_many_ranks_layout(snap_compare, replay_app, scenario, size):
+    """16 or 64 ranks on 8 GPUs, one rank exited, GPUs 0-1 idle. Must be visible: at 80x24
+    the GPU and rank panes folded to one line each ("8 GPUs: 6 busy, 2 idle, 61-78 GiB";
+    "16 ranks: 12 running, 3 sleeping, 1 exited" / "64 ranks: 48 running, 15 sleeping, 1
+    exited") and the symptoms pane with "CRIT rank 3 exited" (15 for 64 ranks), the detail's
+    Evidence lines and Next steps; at 120x40 both tables at most 11 rows (the rank table
+    scrolls) and the symptoms and logs with 15 rows; at 200x60 every row of 16 ranks, the
+    64-rank table scrolling, the symptoms below."""
+    assert snap_compare(replay_app(scenario), press=["e"], terminal_size=size)

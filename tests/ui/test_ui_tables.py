@@ -184,14 +184,17 @@ def test_sorted_and_filtered_ranks_snapshot(snap_compare, replay_app, size):
     rows 4, 5 (100 %), then 0-2 (idle), then rank 3 last, dimmed, state "exited" and, where the
     "left" column fits (it comes before role), "70s ago"; ranks 6-7 gone; the one-line filter
     "0-5" over the table and the title "Ranks (7 running, 1 departed) · 6 shown: /0-5"; at
-    80x24 the "last step" column before the role is left out, and the table shows its first
-    four rows (4, 5, 0, 1). At 120x40 and 200x60 also the
+    80x24, where the tables fold while there are symptoms, the rank pane zoomed (``z``) to the
+    whole screen with every column that fits 80 (the "last step" before the role, "left").
+    At 120x40 and 200x60 also the
     role and the "GPU mem" column (61.0G for rank 0 up to 63.0G for rank 5,
     "-" for rank 3); at 200x60 the GPU names whole ("H100 80GB HBM3") with the sparklines."""
     async def run_before(pilot) -> None:
         await pilot.press("e")
         pilot.app.main_screen.ranks.table.focus()
         await pilot.press(*("full_stop",) * 3, "I", "slash", *"0-5", "enter")
+        if size == (80, 24):
+            await pilot.press("z")
         await pilot.pause()
 
     assert snap_compare(replay_app("rank_exited"), run_before=run_before, terminal_size=size)

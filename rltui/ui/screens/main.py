@@ -2,7 +2,9 @@
 
 Layout follows the terminal through breakpoint classes (see rltui.tcss): at 80x24 the panes
 share the height and the log pane collapses; from 40 rows the log pane joins the symptoms.
-Below ``MIN_SIZE`` the panes would be unreadable, so the screen shows one line saying so and
+Below 40 rows, with symptoms to read, the GPU and rank panes fold to one summary line each
+(``8 GPUs: 6 busy, 2 idle, 61-78 GiB``): the incident and its evidence take the room; tab reaches
+a folded pane and ``z`` (or enter) shows its table full screen. Below ``MIN_SIZE`` the panes would be unreadable, so the screen shows one line saying so and
 restores the layout when the terminal grows again.
 """
 
@@ -21,11 +23,12 @@ from rltui.ui.messages import View
 from rltui.ui.widgets import GpuPane, HeaderBar, LogPane, NodesPane, RankPane, SymptomsPane
 
 MIN_SIZE = (60, 16)
+TALL = 40  # rows: the -tall breakpoint; under it the tables fold while there are symptoms
 
 
 class MainScreen(Screen):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
-    VERTICAL_BREAKPOINTS = [(0, "-short"), (40, "-tall")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (TALL, "-tall")]
     BINDINGS = [
         Binding("escape", "unzoom", "Unzoom", show=False, id="rltui.unzoom"),
     ]
@@ -41,6 +44,7 @@ class MainScreen(Screen):
         self.logs = LogPane(logbook, id="logs")
         self.too_small = Static("", id="too-small")
         self.view: View | None = None
+        self._folded = False  # the tables folded at the last look (focus moves on a change)
 
     def compose(self) -> ComposeResult:
         yield self.header
@@ -62,6 +66,30 @@ class MainScreen(Screen):
             self.node_pane.show(view)
         for pane in (self.header, self.gpus, self.ranks, self.symptoms, self.logs):
             pane.show(view)
+        self._refold()
+
+    def _refold(self) -> None:
+        """Fold the tables where the terminal is short and there are symptoms to read; a
+        zoomed pane unfolds. Focus follows: into the table shown, out of the one folded."""
+        view = self.view
+        symptoms = view is not None and bool(view.diagnosis.symptoms)
+        self.set_class(symptoms, "-has-symptoms")
+        fold = 0 < self.size.height < TALL and symptoms  # 0: not laid out yet
+        newly = fold and not self._folded
+        self._folded = fold
+        for pane in (self.gpus, self.ranks):
+            pane.fold(fold and self.maximized is not pane)
+        focused = self.focused
+        for pane in (self.gpus, self.ranks):
+            if focused is not None and pane in focused.ancestors_with_self:
+                if pane.folded and focused is not pane.summary:
+                    pane.summary.focus()  # back from its zoomed table: its line
+                elif not pane.folded and focused is pane.summary:
+                    pane.table.focus()
+        if newly and (focused is None or any(p in focused.ancestors_with_self
+                                             for p in (self.gpus, self.ranks))):
+            # the tables just folded: the incident comes first
+            self.symptoms.options.focus()
 
     def copy_target(self) -> CopyTarget | None:
         """``y``: the selected symptom's evidence (title, id, ranks, evidence lines)."""
@@ -73,6 +101,7 @@ class MainScreen(Screen):
 
     def on_resize(self, event: Resize) -> None:
         width, height = event.size
+        self.call_after_refresh(self._refold)
         small = width < MIN_SIZE[0] or height < MIN_SIZE[1]
         self.set_class(small, "-too-small")
         if small:
@@ -91,6 +120,7 @@ class MainScreen(Screen):
             self.logs.log_view.lines.focus()
 
     def watch_maximized(self, maximized: object) -> None:
+        self._refold()
         # Zooming out of the log pane on a short terminal hides it again: focus must not stay
         # on a pane nobody can see (its keys would still answer).
         if maximized is None and self.has_class("-short"):

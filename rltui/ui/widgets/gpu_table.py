@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from rltui.cluster.view import GPU_STRIDE, local_gpu
 from rltui.model import OK, GpuSample, NodeSnapshot
+from rltui.tablesummary import gpu_groups
 from rltui.ui.messages import View
 from rltui.ui.widgets.cells import NA, Cell, SparkSeries, na, percent, set_title
 from rltui.ui.widgets.pane import Column, Row, TablePane
@@ -90,7 +91,7 @@ class GpuPane(TablePane):
         snap, pal = view.snapshot, view.palette
         state = snap.source("gpus")
         if state is None:
-            self.table.display = False
+            self.show_table(False)
             self.say("Waiting for the first GPU reading.", pal.dim)
             return
         if state.status != OK:
@@ -99,10 +100,10 @@ class GpuPane(TablePane):
             if state.remedy:
                 text += f". {state.remedy}" if not text.endswith(".") else f" {state.remedy}"
             # Across nodes one node's failure must not hide the other nodes' GPUs.
-            self.table.display = view.cluster is not None and bool(snap.gpus)
+            self.show_table(view.cluster is not None and bool(snap.gpus))
             self.say(text, pal.bad)
             return
-        self.table.display = True
+        self.show_table(True)
         if snap.foreign_gpu_pids:
             n = len(snap.foreign_gpu_pids)
             self.say(f"{n} GPU process(es) are not visible here: the job runs in another PID "
@@ -110,6 +111,16 @@ class GpuPane(TablePane):
                      "ranks by PID.", pal.warn)
         else:
             self.say()
+
+    def summary_text(self) -> str:
+        """``8 GPUs: 6 busy, 2 idle, 61-78 GiB``; with no table, what the message says."""
+        if not self.table_wanted:
+            return self._said[0]
+        th = self.view.thresholds
+        gpus = [g for g in self.view.snapshot.gpus if not g.error]
+        return gpu_groups([g.util for g in gpus], [g.mem_used for g in gpus if g.mem_used],
+                          th.gpu_idle_pct, th.gpu_busy_pct,
+                          errors=len(self.view.snapshot.gpus) - len(gpus))
 
     def cells(self, item: object) -> dict[str, Cell]:
         assert isinstance(item, GpuSample)

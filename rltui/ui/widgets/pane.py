@@ -11,6 +11,10 @@ rows keep the pane's own order (by rank, by GPU index) and no mark shows. The cu
 its row's key through updates and re-sorts (FastTable.set_rows). An update hands the table the
 row keys (cheap) and drops its cached cells; a row's cells are formatted only when the row is
 drawn, so one update costs the rows on screen, not the 512 ranks of the job.
+
+A pane folds (``fold``) to one summary line where the screen is too short for its rows and
+something matters more (the main screen at 80x24 with symptoms): the table hides and the line
+says what the rows would, one group each (rltui.tablesummary). Zoomed, it unfolds.
 """
 
 from __future__ import annotations
@@ -87,6 +91,14 @@ def header_label(label: str, width: int, mark: str = "") -> str:
     return label + mark
 
 
+class Summary(Static):
+    """A folded pane's line: focusable while folded (TablePane.fold), so tab reaches the pane
+    and ``z`` or enter zooms it (zoomed, the pane unfolds to its table)."""
+
+    BINDINGS = [Binding("enter", "app.zoom", "Zoom", show=False, id="rltui.table.unfold",
+                        tooltip="the whole table, full screen")]
+
+
 class TablePane(Vertical):
     """Subclasses set ``COLUMNS`` and implement ``rows(view)`` (which rows, cheap) and
     ``cells(item)`` (what one row shows, computed only for rows on screen). A pane whose
@@ -108,6 +120,10 @@ class TablePane(Vertical):
         self.message = Static("", classes="pane-message", markup=False)
         self.message.display = False
         self.table = FastTable(self._row_cells)
+        # the folded pane's one line: no wrap, cut with an ellipsis where the pane is narrow
+        self.summary = Summary("", classes="pane-summary", markup=False)
+        self.folded = False
+        self.table_wanted = True  # False: the pane's message stands in for its table
         self._shown: tuple[str, ...] = ()
         self._widths: dict[str, int] = {}
         self._columns: tuple[Column, ...] = self.COLUMNS
@@ -121,6 +137,7 @@ class TablePane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield self.message
+        yield self.summary
         yield self.table
 
     # -- to be implemented by panes -------------------------------------------------------
@@ -140,6 +157,26 @@ class TablePane(Vertical):
         the real value where the cell rounds or formats it (bytes, durations)."""
         cell = self.cells(item).get(column)
         return None if cell is None else cell_value(cell.text)
+
+    def summary_text(self) -> str:
+        """The rows in one line, one group each, for a folded pane (after ``rows``)."""
+        return ""
+
+    def fold(self, folded: bool) -> None:
+        """Show one summary line instead of the table (True), or the table again."""
+        if folded == self.folded:
+            return
+        self.folded = folded
+        self.set_class(folded, "-folded")
+        self.summary.can_focus = folded  # unfolded, tab goes to the table
+        self.show_table(self.table_wanted)
+        if folded and self._view is not None:
+            self.summary.update(self.summary_text())
+
+    def show_table(self, wanted: bool) -> None:
+        """Show the table (when wanted and not folded) or hide it (its message then speaks)."""
+        self.table_wanted = wanted
+        self.table.display = wanted and not self.folded
 
     def keep(self, keys: list[str]) -> list[str]:
         """The rows shown of ``keys`` (a pane with a filter leaves some out)."""
@@ -166,6 +203,8 @@ class TablePane(Vertical):
         self._natural = [key for key, _ in rows]
         self._set_rows()
         self.table.invalidate()
+        if self.folded:
+            self.summary.update(self.summary_text())
 
     def _set_rows(self) -> None:
         keys = self.keep(self._natural)

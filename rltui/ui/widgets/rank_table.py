@@ -32,6 +32,7 @@ from rltui.diagnosis.stackview import class_label
 from rltui.model import DepartedRank, LogFileState, NodeSnapshot, ProcInfo
 from rltui.tablefilter import FilterError, RowFacts, RowFilter, parse
 from rltui.tablesort import Value
+from rltui.tablesummary import Doing, groups
 from rltui.ui.messages import View
 from rltui.ui.widgets.cells import NOT_YET, Cell, HistoryCursor, na, percent, set_title, spark
 from rltui.ui.widgets.log_facts import SPARK_STEPS, LogIndex, eta, log_index, step_times
@@ -101,6 +102,7 @@ class RankPane(TablePane):
 
     def compose(self):
         yield self.message
+        yield self.summary
         yield self.filter_input
         yield self.table
 
@@ -140,6 +142,33 @@ class RankPane(TablePane):
         if report.hang:
             return Cell(text, pal.warn)
         return Cell(text)
+
+    def summary_text(self) -> str:
+        """``16 ranks: 12 wait in all_reduce, 4 in destroy_process_group``: the rows shown,
+        grouped by where their stacks are (while py-spy rounds are known), else by state."""
+        if not self._items:
+            return self._said[0] or "0 ranks"
+        return groups(("rank", "ranks"), [self._doing(self._items[k])
+                                          for k in self.keep(self._natural)])
+
+    def _doing(self, item: object) -> Doing:
+        view = self.view
+        if isinstance(item, DepartedRank):
+            return "", _departed_state(item, self._exits.get(_exit_key(item)))
+        if isinstance(item, ClusterRank):
+            return "", "unknown"
+        assert isinstance(item, ProcInfo)
+        member = item.rank if item.rank is not None else -1 - item.pid
+        found = self._stack_classes.get(member)
+        mine = self._job_views.get((item.host, item.pid))
+        if mine is not None and view.stacks_job is not None and mine.key != view.stacks_job:
+            found = None
+        if view.stacks is not None and found is not None:
+            c = found[1]
+            where = c.op or c.tip or c.deepest
+            if where is not None:
+                return ("wait in" if view.stacks.hang else "in"), short_name(where.name)
+        return "", item.state or "?"
 
     def columns(self, view: View) -> tuple[Column, ...]:
         columns = self.CLUSTER_COLUMNS if view.cluster is not None else self.COLUMNS

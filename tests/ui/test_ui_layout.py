@@ -1,0 +1,74 @@
+"""The main screen's layout: folded tables at 80x24 with symptoms, the symptoms' floor of rows
+when tall, zoom filling the screen (rltui.ui.screens.main, rltui.tablesummary)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+async def _end(pilot) -> None:
+    await pilot.press("e")
+    await pilot.pause()
+    await pilot.pause()
+
+
+async def test_short_terminal_folds_the_tables_and_the_incident_takes_the_room(replay_app):
+    app = replay_app("ranks64")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _end(pilot)
+        main = app.main_screen
+        assert main.gpus.folded and main.ranks.folded
+        assert str(main.gpus.summary.render()) == "8 GPUs: 6 busy, 2 idle, 61-78 GiB"
+        assert str(main.ranks.summary.render()) == \
+            "64 ranks: 48 running, 15 sleeping, 1 exited"
+        assert main.gpus.region.height == 2 and main.ranks.region.height == 2
+        assert main.symptoms.region.height >= 15
+        assert main.symptoms.evidence_box.region.height >= 8  # the evidence has its lines
+        assert main.symptoms.options in main.focused.ancestors_with_self
+
+
+async def test_without_symptoms_the_tables_stay(replay_app):
+    app = replay_app("nvml_unavailable")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _end(pilot)
+        assert not app.main_screen.ranks.folded
+
+
+async def test_zoom_on_a_folded_pane_shows_its_table_full_screen_and_folds_back(replay_app):
+    app = replay_app("ranks16")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _end(pilot)
+        main = app.main_screen
+        main.ranks.summary.focus()
+        await pilot.press("z")
+        await pilot.pause()
+        assert main.maximized is main.ranks and not main.ranks.folded
+        assert main.ranks.region.height == 23 and main.ranks.table.region.height >= 20
+        await pilot.press("z")
+        await pilot.pause()
+        assert main.ranks.folded and main.focused is main.ranks.summary
+
+
+@pytest.mark.parametrize("pane", ["gpus", "ranks"])
+async def test_zoom_fills_the_screen_on_a_tall_terminal(replay_app, pane):
+    app = replay_app("ranks16")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _end(pilot)
+        main = app.main_screen
+        getattr(main, pane).table.focus()
+        await pilot.press("z")
+        await pilot.pause()
+        zoomed = getattr(main, pane)
+        assert main.maximized is zoomed
+        assert zoomed.region.height == 39 and zoomed.region.width == 120
+
+
+async def test_tall_terminal_keeps_rows_for_the_symptoms(replay_app):
+    app = replay_app("ranks16")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await _end(pilot)
+        main = app.main_screen
+        assert not main.ranks.folded
+        assert main.ranks.region.height <= 12  # it scrolls: 16 ranks, 11 rows
+        assert main.symptoms.region.height >= 14
+        assert main.symptoms.region.bottom <= 39  # on screen, above the footer
