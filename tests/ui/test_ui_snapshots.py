@@ -52,7 +52,8 @@ def test_help_screen(snap_compare, replay_app, size):
 @pytest.mark.parametrize("size", SIZES)
 def test_colorblind_theme(snap_compare, replay_app, size):
     """The rank-exited replay in the colour-blind theme. Must be visible: the same content as
-    test_rank_exited, painted in Okabe-Ito colours: busy GPUs sky blue (not green), the CRIT
+    test_rank_exited (at 80x24 the tables folded to a summary line each), painted in Okabe-Ito
+    colours: busy GPUs sky blue (not green), the CRIT
     symptom and CRITICAL verdict vermillion (not red), warnings orange, idle GPUs reddish
     purple."""
     assert snap_compare(replay_app("rank_exited", theme="colorblind"), press=["e"],
@@ -61,7 +62,9 @@ def test_colorblind_theme(snap_compare, replay_app, size):
 
 @pytest.mark.parametrize("size", SIZES)
 def test_logs(snap_compare, replay_app, size):
-    """4 ranks with logs, played to the end (60 s). Must be visible: header "logs ok 0.8s"; the
+    """4 ranks with logs, played to the end (60 s). Must be visible: header "logs ok 0.8s". At
+    80x24 the tables folded to "4 GPUs: 4 idle, 62 GiB" and "4 ranks: 3 running, 1 exited", the
+    symptoms (CUDA OOM on rank 2, rank 3 crashed) with the first one's evidence below. Larger: the
     rank table's "last step" column with "8 · 20s" for ranks 0-2 and "7 · 24s" for rank 3
     (dimmed, exited, "left" "20s ago"). At 200x60 also the "step time" sparklines ("▅▄▄▅▇▄▅ 4.6s" for rank 0,
     the slow step 6 tallest) and the ETA ("7m03s" rank 0, "6m35s" ranks 1-2); the log pane
@@ -108,7 +111,8 @@ def test_rank_log_screen(snap_compare, replay_app):
 def test_stacks_pattern_a(snap_compare, replay_app, size):
     """Three py-spy rounds of a pipeline job (real saved dumps): ranks 0-1 in recv_object_list,
     rank 2 in destroy_process_group from __exit__. Must be visible: header "CRITICAL" and a
-    "stacks ok" entry; symptom "CRIT Cleanup deadlock: rank 2 in teardown, ranks 0-1 wait"
+    "stacks ok" entry; at 80x24 the rank pane folded to "3 ranks: 2 wait in recv_object_list, 1
+    in destroy_process_group"; symptom "CRIT Cleanup deadlock: rank 2 in teardown, ranks 0-1 wait"
     (hang-cleanup-deadlock) with "since HH:MM:SS" (its onset) first in its evidence. At 200x60
     also the rank table's stack column with
     "#1 recv_object_list" for ranks 0-1 and "#2 destroy_process_group" for rank 2 (rank 2 in
@@ -163,8 +167,10 @@ def test_two_jobs_header(snap_compare, replay_app, size):
     visible: the header "CRITICAL (1)  node gpu-node-07  replay ... end  2 jobs:
     train_ppo-4000 (3/4 live) CRITICAL, eval-5000 (4) ok" (cut at 80 columns after the mode);
     the
-    symptom "rank 2 exited while 4 other process(es) remain" (train_ppo's); the rank table
-    with each job's ranks together, train_ppo's first. At 200x60 the whole jobs segment."""
+    symptom "rank 2 exited while 4 other process(es) remain" (train_ppo's) with its evidence;
+    at 80x24 the tables folded ("8 GPUs: 4 busy, 4 idle, 61-64 GiB", "10 ranks: 7 running, 2
+    sleeping, 1 exited"); larger, the rank table with each job's ranks together, train_ppo's
+    first. At 200x60 the whole jobs segment."""
     assert snap_compare(replay_app("two_jobs"), press=["e"], terminal_size=size)
 
 
