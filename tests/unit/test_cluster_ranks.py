@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from rltui.cluster import ranks as r
@@ -25,6 +22,7 @@ from rltui.model import (
     StepRecord,
     ThreadStack,
 )
+from tests.importcheck import forbidden_loaded
 
 
 def proc(rank=None, local=None, world=None, lws=None, env=(), pid=100) -> ProcInfo:
@@ -135,10 +133,6 @@ def test_no_skew_leaves_the_reading_as_it_is(skew):
 
 
 def test_the_cluster_package_is_pure():
-    code = ("import sys, rltui.cluster, rltui.cluster.monitor, rltui.cluster.merge, "
-            "rltui.cluster.stackmerge, rltui.cluster.diagnose, rltui.cluster.skew; "
-            "print(','.join(sorted(m for m in ('textual', 'rich', 'psutil', 'pynvml', "
-            "'subprocess') if m in sys.modules)))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
-    assert out.stdout.strip() == ""
+    modules = ["rltui.cluster", "rltui.cluster.monitor", "rltui.cluster.merge",
+               "rltui.cluster.stackmerge", "rltui.cluster.diagnose", "rltui.cluster.skew"]
+    assert forbidden_loaded(modules, ["textual", "rich", "pynvml", "psutil", "subprocess"]) == []

@@ -6,9 +6,6 @@ which lines are copied from public reports and which are assembled from format s
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,6 +17,7 @@ from rltui import units
 from rltui.parsing import distfail, events, oom
 from rltui.parsing import tracebacks as tb
 from rltui.parsing.events import EventReader
+from tests.importcheck import forbidden_loaded
 from tests.unit.event_fixtures import check_fixture_events
 
 LOGS = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
@@ -561,9 +559,5 @@ def test_parsers_are_total(text):
 @pytest.mark.parametrize("module", ["rltui.parsing.events", "rltui.parsing.oom", "rltui.parsing.distfail",
                                     "rltui.parsing.tracebacks"])
 def test_event_parsers_are_pure(module):
-    forbidden = ["textual", "rich", "pynvml", "psutil", "subprocess"]
-    code = (f"import sys, json, importlib\nimportlib.import_module({module!r})\n"
-            f"print(json.dumps([m for m in {forbidden!r} if m in sys.modules]))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[2])
-    assert json.loads(out.stdout) == []
+    assert forbidden_loaded([module], ["textual", "rich", "pynvml", "psutil", "subprocess"],
+                            cwd=str(Path(__file__).resolve().parents[2])) == []

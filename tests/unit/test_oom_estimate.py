@@ -9,8 +9,6 @@ arithmetic, so a changed formula shows up as a changed comment, not a silently m
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +26,7 @@ from rltui.diagnosis.oom.estimate import (
     parameters,
 )
 from rltui.diagnosis.oom.types import PHASES
+from tests.importcheck import forbidden_loaded
 
 MODELS = Path(__file__).resolve().parents[2] / "fixtures" / "models"
 GIB = 1 << 30
@@ -323,8 +322,5 @@ def test_components_non_negative_and_monotone(mb, mb_more, seq, seq_more, world,
 
 
 def test_estimate_imports_no_torch_ui_or_io():
-    code = ("import sys, json; import rltui.diagnosis.oom.estimate\n"
-            "print(json.dumps([m for m in ('torch', 'textual', 'rich', 'pynvml', 'psutil', "
-            "'subprocess') if m in sys.modules]))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert json.loads(out.stdout) == []
+    assert forbidden_loaded(["rltui.diagnosis.oom.estimate"],
+                            ["torch", "textual", "rich", "pynvml", "psutil", "subprocess"]) == []

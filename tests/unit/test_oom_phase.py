@@ -6,9 +6,6 @@ and the reason must name what decided it (the frame's function and file:line, or
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +18,7 @@ from rltui.diagnosis.oom.types import CONFIDENCES, PHASES, OomPhase
 from rltui.model import LogEvent
 from rltui.parsing.events import EventReader
 from rltui.parsing.noise import strip_noise
+from tests.importcheck import forbidden_loaded
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / "fixtures" / "logs"
@@ -378,9 +376,4 @@ def test_read_phase_is_total(text_lines, before, kind, framework):
 
 @pytest.mark.parametrize("module", ["rltui.diagnosis.oom.phase", "rltui.diagnosis.oom.numbers"])
 def test_oom_modules_are_pure(module):
-    forbidden = ["textual", "rich", "pynvml", "psutil", "subprocess"]
-    code = (f"import sys, json, importlib\nimportlib.import_module({module!r})\n"
-            f"print(json.dumps([m for m in {forbidden!r} if m in sys.modules]))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=ROOT)
-    assert json.loads(out.stdout) == []
+    assert forbidden_loaded([module], ["textual", "rich", "pynvml", "psutil", "subprocess"], cwd=str(ROOT)) == []

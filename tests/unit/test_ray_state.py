@@ -49,6 +49,7 @@ from rltui.remote.ray.state import (
     runtime_env_vars,
 )
 from rltui.serialize import reading_to_data
+from tests.importcheck import forbidden_loaded
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "ray"
 SECRET = "sk-rltui-test-secret-0123456789"  # tests/fakes/ray_driver.py put it in the env
@@ -589,6 +590,6 @@ IMPURE = ("urllib.request", "http.client", "socket", "threading", "subprocess", 
 def test_the_parsers_stay_pure_each_on_its_own(module):
     """Each pure module, imported alone in a fresh interpreter (the package's __init__ runs
     first: it must not import the feed), imports nothing of the outside world."""
+    assert forbidden_loaded([module], list(IMPURE)) == []
     loaded = _imported(module)
-    assert [m for m in IMPURE if m in loaded] == []
     assert "rltui.remote.ray.feed" not in loaded and "rltui.remote.ray.client" not in loaded

@@ -6,9 +6,6 @@ reads); the diff's corner cases use hand-made frames.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -35,6 +32,7 @@ from rltui.diagnosis.stackview import (
 )
 from rltui.model import Frame, ProcessDump, ThreadStack
 from rltui.parsing.pyspy import read_folder_entries
+from tests.importcheck import forbidden_loaded
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "stacks"
 
@@ -258,10 +256,4 @@ def test_every_saved_folder_gives_a_view(folder):
 
 def test_the_view_model_is_pure():
     """Like the other diagnosis modules, it imports neither the UI nor the outside world."""
-    code = ("import sys, json, importlib\n"
-            "importlib.import_module('rltui.diagnosis.stackview')\n"
-            "print(json.dumps([m for m in ('textual', 'rich', 'pynvml', 'psutil', 'subprocess')"
-            " if m in sys.modules]))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
-    assert json.loads(out.stdout) == []
+    assert forbidden_loaded(["rltui.diagnosis.stackview"], ["textual", "rich", "pynvml", "psutil", "subprocess"]) == []

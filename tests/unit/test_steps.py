@@ -3,9 +3,6 @@ parsers from the config, every fixture log, and arbitrary input that must never 
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
@@ -23,6 +20,7 @@ from rltui.parsing.steps import (
     parsers_from_config,
     scan_steps,
 )
+from tests.importcheck import forbidden_loaded
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "logs"
 ARRIVAL = datetime(2026, 5, 21, 19, 0, 0).timestamp()
@@ -458,11 +456,8 @@ def test_arbitrary_bytes_never_raise(data, fmt):
 
 
 def test_parsing_modules_stay_pure():
-    code = ("import sys, json\n"
-            "import rltui.parsing.noise, rltui.parsing.steps, rltui.parsing.frameworks\n"
-            "print(json.dumps([m for m in ('textual', 'rich', 'pynvml', 'psutil', 'subprocess') if m in sys.modules]))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert json.loads(out.stdout) == []
+    modules = ["rltui.parsing.noise", "rltui.parsing.steps", "rltui.parsing.frameworks"]
+    assert forbidden_loaded(modules, ["textual", "rich", "pynvml", "psutil", "subprocess"]) == []
 
 
 def test_docs_list_every_metric_key():
