@@ -82,14 +82,26 @@ class Copying:
             return
         self.copy_out(target)
 
-    def copy_out(self, target: CopyTarget) -> str:
-        """Copy ``target`` (scrubbed); returns the text that left."""
+    def copy_out(self, target: CopyTarget) -> None:
+        """Copy ``target`` (scrubbed). The sink (a file written, tmux asked about OSC 52) runs
+        on a thread, off the event loop; the clipboard and the notice follow on it."""
         text = outgoing_text(target.text)
-        copied = self.copy_sink(text, target.kind) if self.copy_sink is not None else None
+        sink = self.copy_sink
+        if sink is None:
+            self._copied(text, target, None)
+            return
+
+        def save() -> None:  # worker thread: the sink never raises (a failure is its error)
+            copied = sink(text, target.kind)
+            self.call_from_thread(self._copied, text, target, copied)  # type: ignore[attr-defined]
+
+        self.run_worker(save, name="copy", group="copy", thread=True,  # type: ignore[attr-defined]
+                        exit_on_error=False)
+
+    def _copied(self, text: str, target: CopyTarget, copied: Copied | None) -> None:
         sent = copied is None or copied.osc52 != NO
         if sent:  # the Linux console would print the sequence: not sent there
             self.copy_to_clipboard(text)  # type: ignore[attr-defined]
         message, severity = copy_notice(target.what, copied, sent)
         self.notify(message, title="Copy", severity=severity,  # type: ignore[attr-defined]
                     timeout=15 if severity != "information" else 8)
-        return text
