@@ -72,3 +72,21 @@ async def test_tall_terminal_keeps_rows_for_the_symptoms(replay_app):
         assert main.ranks.region.height <= 12  # it scrolls: 16 ranks, 11 rows
         assert main.symptoms.region.height >= 14
         assert main.symptoms.region.bottom <= 39  # on screen, above the footer
+
+
+async def test_a_folded_pane_with_no_table_says_its_message_once(replay_app):
+    """No NVML at 80x24: the GPU pane has no table, only its message. Folded, the summary line
+    carries the message (cut to one line) and the three-line message is not shown beside it;
+    unfolded, the message is back."""
+    app = replay_app("nvml_unavailable")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _end(pilot)
+        gpus = app.main_screen.gpus
+        assert not gpus.table_wanted and gpus.message.display
+        gpus.fold(True)
+        await pilot.pause()
+        assert not gpus.message.display
+        assert str(gpus.summary.render()).startswith("No NVIDIA driver")
+        gpus.fold(False)
+        await pilot.pause()
+        assert gpus.message.display

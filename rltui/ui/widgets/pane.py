@@ -170,6 +170,7 @@ class TablePane(Vertical):
         self.set_class(folded, "-folded")
         self.summary.can_focus = folded  # unfolded, tab goes to the table
         self.show_table(self.table_wanted)
+        self._show_message()
         if folded and self._view is not None:
             self.summary.update(self.summary_text())
 
@@ -177,6 +178,7 @@ class TablePane(Vertical):
         """Show the table (when wanted and not folded) or hide it (its message then speaks)."""
         self.table_wanted = wanted
         self.table.display = wanted and not self.folded
+        self._show_message()
 
     def keep(self, keys: list[str]) -> list[str]:
         """The rows shown of ``keys`` (a pane with a filter leaves some out)."""
@@ -243,8 +245,13 @@ class TablePane(Vertical):
         if (text, style) == self._said:
             return
         self._said = (text, style)
-        self.message.display = bool(text)
+        self._show_message()
         self.message.update(Text(text, style=style))
+
+    def _show_message(self) -> None:
+        # a folded pane with no table says its message in the summary line (one line, not the
+        # message's three at 80x24); with a table the message stays beside the summary
+        self.message.display = bool(self._said[0]) and not (self.folded and not self.table_wanted)
 
     def on_resize(self, event: Resize) -> None:
         self._width = event.size.width
