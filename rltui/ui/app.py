@@ -47,6 +47,7 @@ from rltui.ui.screens import HelpScreen, LogFileScreen, MainScreen
 from rltui.ui.screens.check import CheckScreen
 from rltui.ui.screens.stacks import StacksScreen
 from rltui.ui.themes import RltuiTheme, ThemeVariables, load_themes, next_theme, palette_of
+from rltui.ui.toasts import ScreenToasts
 from rltui.ui.widgets.log_facts import log_index
 from rltui.ui.widgets.log_view import LogView, OpenLog
 from rltui.ui.widgets.rank_table import RankPane
@@ -57,7 +58,7 @@ SPEED = Binding.Group("Speed")  # + and - share one footer entry
 REPORT_COPY_S = 15.0  # s after a report is written (its notice's time) when y copies its path
 
 
-class RltuiApp(Copying, ThemeVariables, App[int]):
+class RltuiApp(ScreenToasts, Copying, ThemeVariables, App[int]):
     CSS_PATH = "rltui.tcss"
     TITLE = "rltui"
     COMMANDS = App.COMMANDS | {RltuiCommands}
@@ -179,6 +180,7 @@ class RltuiApp(Copying, ThemeVariables, App[int]):
         return self.main_screen
 
     def on_mount(self) -> None:
+        self.watch_toasts()
         self.set_interval(max(self.settings.cadence.ui, MIN_INTERVAL), self.tick,
                           name="evaluate")
         self.driver.start()

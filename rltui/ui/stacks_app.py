@@ -22,9 +22,10 @@ from rltui.ui.copying import Copying, copy_binding
 from rltui.ui.screens.help import HelpScreen
 from rltui.ui.screens.stacks import SourceLines, StacksScreen
 from rltui.ui.themes import RltuiTheme, ThemeVariables, load_themes, next_theme, palette_of
+from rltui.ui.toasts import ScreenToasts
 
 
-class StacksApp(Copying, ThemeVariables, App[int]):
+class StacksApp(ScreenToasts, Copying, ThemeVariables, App[int]):
     CSS_PATH = "rltui.tcss"
     TITLE = "rltui stacks"
     BINDINGS = [
@@ -59,6 +60,7 @@ class StacksApp(Copying, ThemeVariables, App[int]):
         return self.stacks_screen
 
     def on_mount(self) -> None:
+        self.watch_toasts()
         for problem in self.theme_problems:
             self.notify(problem, title="Theme", severity="error", timeout=30)
 

@@ -284,3 +284,30 @@ async def test_a_silent_node_turns_slow_and_never_holds_the_others_back(tmp_path
         nodes = app.main_screen.node_pane.table
         assert nodes.row_keys[0] == "n1"  # the slow node above the live one
         assert table_text(nodes, "n1", "state") == "slow"
+
+
+async def test_at_80x24_the_nodes_pane_folds_with_the_tables(tmp_path):
+    """80x24 across nodes with a lost node: the nodes, GPU and rank panes fold to one line each
+    (the nodes' news first: ``2 nodes: 1 lost, 1 live``), the symptoms get the rest, and ``z``
+    on the folded nodes line shows its table full screen."""
+    plan = [replay_node("node01", 0, "--loop"), Launch("node03", LOCAL, SSH_FAILS)]
+    app = cluster_app(tmp_path, plan)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(app, lambda v: states(v) == {"node01": "live", "node03": "lost"}
+                    and any(s.id == "host-lost" for s in v.diagnosis.symptoms),
+                    "node01 live, node03 lost")
+        await pilot.pause()
+        screen = app.main_screen
+        nodes = screen.node_pane
+        assert nodes.folded and screen.gpus.folded and screen.ranks.folded
+        assert str(nodes.summary.render()) == "2 nodes: 1 lost, 1 live"
+        assert nodes.region.height == 2  # its title line and the summary
+        assert screen.symptoms.region.height >= 12
+        nodes.summary.focus()
+        await pilot.press("z")
+        await pilot.pause()
+        assert screen.maximized is nodes and not nodes.folded
+        assert nodes.table.region.height > 2
+        await pilot.press("escape")
+        await pilot.pause()
+        assert nodes.folded

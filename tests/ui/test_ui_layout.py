@@ -90,3 +90,15 @@ async def test_a_folded_pane_with_no_table_says_its_message_once(replay_app):
         gpus.fold(False)
         await pilot.pause()
         assert gpus.message.display
+
+
+async def test_with_two_jobs_the_folded_rank_line_counts_each_job_apart(replay_app):
+    """Two jobs on the node at 80x24: the folded rank line says each job's ranks under its
+    name, the job with the departed rank first, not ten ranks of one job."""
+    app = replay_app("two_jobs")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await _end(pilot)
+        ranks = app.main_screen.ranks
+        assert ranks.folded
+        assert ranks.summary_text() == ("train_ppo 5 ranks: 3 running, 1 exited, 1 sleeping · "
+                                        "eval 5 ranks: 4 running, 1 sleeping")

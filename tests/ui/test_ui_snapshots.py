@@ -146,11 +146,12 @@ def test_across_nodes(snap_compare, tmp_path, size):
     with node03 first and "lost", then node01 and node02 "live" with their ranks "0-3" and
     "4-7", their GPU counts and node02's skew "-120.3s" (at 200x60 also the node# column and
     node03's reason "ssh exited with status 255: ssh: connect to host node03 por…", cut at the
-    column's width; at 80x24 the reason is in the host-lost symptom's evidence); the GPU table grouped by node (node01 on GPU 0's row, node02 on its GPU 0's
-    row, indices 0-3 each) with the name "Simulated GPU (demo)" whole at 200x60 (cut to
-    "Simulated GPU (dem…" at 80x24, where the name takes what is left); the rank table with a
-    node column (ranks 0-3 node01, 4-7 node02)
-    and their stack classes; the symptoms "CRIT Cleanup deadlock: ranks 3,7 in teardown, ranks
+    column's width); the GPU table grouped by node (node01 on GPU 0's row, node02 on its GPU 0's
+    row, indices 0-3 each) with the name "Simulated GPU (demo)" whole at 200x60; the rank table
+    with a node column (ranks 0-3 node01, 4-7 node02) and their stack classes. At 80x24 the
+    three tables fold to one line each: "3 nodes: 1 lost, 2 live", "8 GPUs: 8 idle, 44-65 GiB",
+    "8 ranks: 6 wait in recv_object_list, 2 in destroy_process_group", and the host-lost
+    symptom's evidence holds node03's reason; the symptoms "CRIT Cleanup deadlock: ranks 3,7 in teardown, ranks
     0-2,4-6 wait" (across both nodes) and "WARN node03 could not be reached" (host-lost)."""
     app = _cluster_app(tmp_path)
 
@@ -168,8 +169,9 @@ def test_two_jobs_header(snap_compare, replay_app, size):
     train_ppo-4000 (3/4 live) CRITICAL, eval-5000 (4) ok" (cut at 80 columns after the mode);
     the
     symptom "rank 2 exited while 4 other process(es) remain" (train_ppo's) with its evidence;
-    at 80x24 the tables folded ("8 GPUs: 4 busy, 4 idle, 61-64 GiB", "10 ranks: 7 running, 2
-    sleeping, 1 exited"); larger, the rank table with each job's ranks together, train_ppo's
+    at 80x24 the tables folded ("8 GPUs: 4 busy, 4 idle, 61-64 GiB", and the ranks per job,
+    "train_ppo 5 ranks: 3 running, 1 exited, 1 sleeping · eval 5 ranks: 4 running,…" cut at the
+    width); larger, the rank table with each job's ranks together, train_ppo's
     first. At 200x60 the whole jobs segment."""
     assert snap_compare(replay_app("two_jobs"), press=["e"], terminal_size=size)
 

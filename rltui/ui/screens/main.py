@@ -2,8 +2,8 @@
 
 Layout follows the terminal through breakpoint classes (see rltui.tcss): at 80x24 the panes
 share the height and the log pane collapses; from 40 rows the log pane joins the symptoms.
-Below 40 rows, with symptoms to read, the GPU and rank panes fold to one summary line each
-(``8 GPUs: 6 busy, 2 idle, 61-78 GiB``): the incident and its evidence take the room; tab reaches
+Below 40 rows, with symptoms to read, the GPU and rank panes (and across nodes the nodes pane)
+fold to one summary line each (``8 GPUs: 6 busy, 2 idle, 61-78 GiB``): the incident and its evidence take the room; tab reaches
 a folded pane and ``z`` (or enter) shows its table full screen. Below ``MIN_SIZE`` the panes would be unreadable, so the screen shows one line saying so and
 restores the layout when the terminal grows again.
 """
@@ -21,6 +21,7 @@ from rltui.logbook import LogBook
 from rltui.ui.copying import CopyTarget, quoted
 from rltui.ui.messages import View
 from rltui.ui.widgets import GpuPane, HeaderBar, LogPane, NodesPane, RankPane, SymptomsPane
+from rltui.ui.widgets.pane import TablePane
 
 MIN_SIZE = (60, 16)
 TALL = 40  # rows: the -tall breakpoint; under it the tables fold while there are symptoms
@@ -77,19 +78,24 @@ class MainScreen(Screen):
         fold = 0 < self.size.height < TALL and symptoms  # 0: not laid out yet
         newly = fold and not self._folded
         self._folded = fold
-        for pane in (self.gpus, self.ranks):
+        tables = self.tables()
+        for pane in tables:
             pane.fold(fold and self.maximized is not pane)
         focused = self.focused
-        for pane in (self.gpus, self.ranks):
+        for pane in tables:
             if focused is not None and pane in focused.ancestors_with_self:
                 if pane.folded and focused is not pane.summary:
                     pane.summary.focus()  # back from its zoomed table: its line
                 elif not pane.folded and focused is pane.summary:
                     pane.table.focus()
         if newly and (focused is None or any(p in focused.ancestors_with_self
-                                             for p in (self.gpus, self.ranks))):
+                                             for p in tables)):
             # the tables just folded: the incident comes first
             self.symptoms.options.focus()
+
+    def tables(self) -> tuple[TablePane, ...]:
+        """The panes that fold: the nodes (across nodes), the GPUs, the ranks."""
+        return ((self.node_pane,) if self.node_pane is not None else ()) + (self.gpus, self.ranks)
 
     def copy_target(self) -> CopyTarget | None:
         """``y``: the selected symptom's evidence (title, id, ranks, evidence lines)."""

@@ -39,6 +39,7 @@ class NodesPane(TablePane):
         super().__init__(id=id)
         self.border_title = "Nodes"
         self._ranks: dict[str, str] = {}
+        self._summary = "0 nodes"
 
     def rows(self, view: View) -> list[Row]:
         cluster = view.cluster
@@ -49,6 +50,10 @@ class NodesPane(TablePane):
             counts[n.status.state] = counts.get(n.status.state, 0) + 1
         parts = ", ".join(f"{counts[s]} {s}" for s in sorted(counts, key=_ORDER.get))
         set_title(self, f"Nodes ({len(cluster.nodes)}: {parts})" if parts else "Nodes")
+        count = len(cluster.nodes)
+        # folded (80x24): the news first, as the rows come (lost, closed, ..., live)
+        self._summary = f"{count} node{'' if count == 1 else 's'}" + (f": {parts}" if parts
+                                                                     else "")
         by_host: dict[str, list[int]] = {}
         for r in cluster.ranks:
             if r.rank is not None:
@@ -56,6 +61,10 @@ class NodesPane(TablePane):
         self._ranks = {h: compact(rs) for h, rs in by_host.items()}
         nodes = sorted(cluster.nodes, key=lambda n: (_ORDER.get(n.status.state, 5), n.slot))
         return [(f"n{n.slot}", n) for n in nodes]
+
+    def summary_text(self) -> str:
+        """``4 nodes: 1 lost, 3 live``, as the title counts them."""
+        return self._summary
 
     def cells(self, item: object) -> dict[str, Cell]:
         assert isinstance(item, NodeView)

@@ -86,6 +86,7 @@ class RankPane(TablePane):
         self._logs: LogIndex | None = None  # log files of this view's snapshot
         self._stack_classes: dict[int, tuple[str, StackClass]] = {}  # member -> class
         self._job_views: dict[tuple[str, int], object] = {}  # several jobs: process -> its job
+        self._job_names: dict[str, str] = {}  # several jobs: row key -> its job's name
         self._part_of: dict[int, NodeSnapshot] = {}  # several jobs: id(departed) -> its job's
         self._gpu_mem: dict[tuple[str, int], int] = {}  # (host, pid) -> bytes on its GPUs
         self._exits: dict[tuple[str, int, int | None], Exit] = {}  # departed -> how it left
@@ -148,8 +149,16 @@ class RankPane(TablePane):
         grouped by where their stacks are (while py-spy rounds are known), else by state."""
         if not self._items:
             return self._said[0] or "0 ranks"
-        return groups(("rank", "ranks"), [self._doing(self._items[k])
-                                          for k in self.keep(self._natural)])
+        keys = self.keep(self._natural)
+        if not self._job_names:
+            return groups(("rank", "ranks"), [self._doing(self._items[k]) for k in keys])
+        # several jobs: ``train_ppo 5 ranks: 3 running, 1 exited · eval 5 ranks: 5 running``
+        by_job: dict[str, list[Doing]] = {}
+        for k in keys:
+            by_job.setdefault(self._job_names.get(k, "other"), []).append(
+                self._doing(self._items[k]))
+        return " · ".join(f"{name} {groups(('rank', 'ranks'), doing)}"
+                          for name, doing in by_job.items())
 
     def _doing(self, item: object) -> Doing:
         view = self.view
@@ -223,6 +232,11 @@ class RankPane(TablePane):
         ordered += [((len(parts),) + _order(r), f"u{r.host}:{r.pid}", r) for r in unknown]
         ordered.sort(key=lambda t: t[0])
         rows: list[Row] = [(key, item) for _, key, item in ordered]
+        # several jobs: each row's job, so that the folded line counts per job, not all as one
+        names = [v.job.name for v in views]  # two jobs of one script: told apart by their ids
+        labels = [n if names.count(n) == 1 else v.job.id for n, v in zip(names, views)]
+        self._job_names = ({key: labels[order[0]] for order, key, _ in ordered
+                            if order[0] < len(views)} if several else {})
         keep = {(p.host, p.pid) for p in live} | {(_host(d), d.pid) for d in departed}
         self._last_known = {k: p for k, p in self._last_known.items() if k in keep}
         self._live_rows, self._departed_rows, self._unknown_count = live, departed, len(unknown)
