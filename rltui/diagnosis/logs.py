@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from rltui import units
 from rltui.diagnosis import playbook
 from rltui.diagnosis.evidence import Evidence, at_event, at_log
+from rltui.diagnosis.oom import advice
 from rltui.diagnosis.thresholds import Thresholds
 from rltui.model import LogEvent, LogFileState, NodeSnapshot, Symptom
 from rltui.rankset import compact
@@ -307,14 +308,9 @@ def cuda_oom(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
         steps.append("Inference engine while serving: its KV-cache pool ran out; lower the "
                      "concurrency (--max-running-requests, max_num_seqs) or the chunked "
                      "prefill size, or give the pool more memory (--mem-fraction-static).")
-    steps += [
-        "For the phase and the exact changes for this job's config, with their memory effect "
-        "and a patch: press m in the app, or run `rltui oom` (docs/oom.md).",
-        "Generation or log-prob OOM: halve actor_rollout_ref.rollout.log_prob_micro_batch_size; "
-        "actor_rollout_ref.rollout.gpu_memory_utilization 0.9 -> 0.7.",
-        "Backward OOM: halve actor_rollout_ref.actor.ppo_mini_batch_size and raise gradient "
-        "accumulation to keep the effective batch; enable gradient checkpointing.",
-    ]
+    # The keys of the job's own framework (the triage's table), or general words: never
+    # another framework's keys.
+    steps += advice.next_steps(advice.job_framework(snap, (e.text for _, e in found)))
     ranks = tuple(sorted({r for r in (_rank_of(log, snap) for log, _ in found) if r is not None}))
     # The caching allocator's warning (torch >= 2.8) fires on a failed attempt that a retry
     # may have rescued: alone, it is a warning, not a crash.

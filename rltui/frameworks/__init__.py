@@ -17,6 +17,7 @@ This package imports only the standard library and ``rltui.model``.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 
 import msgspec
@@ -74,7 +75,8 @@ _BY_NAME = {f.name: f for f in FRAMEWORKS}
 __all__ = ["CAPABILITIES", "FRAMEWORKS", "ConfigFacts", "Default", "Framework", "Getter", "Knob",
            "LogMarker", "OomFacts", "PhaseFacts", "PhaseRule", "ProcessRole", "StallCheck",
            "StepFormat", "TaskRule", "TitlePattern", "by_name", "config_frameworks",
-           "step_formats", "format_names", "process_role"]
+           "framework_in_cmdline", "framework_in_traceback", "step_formats", "format_names",
+           "process_role"]
 
 
 def by_name(name: str) -> Framework | None:
@@ -87,6 +89,37 @@ def config_frameworks() -> tuple[Framework, ...]:
     is one of these or "unknown". Launchers and plain trainers are left out on purpose: a
     ``torchrun ... -m verl.trainer.main_ppo`` job is verl's."""
     return tuple(f for f in FRAMEWORKS if f.kind == "rl" and f.config is not None)
+
+
+@lru_cache(maxsize=1)
+def _drivers() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """(framework, entry-point regex) of every framework whose config rltui reads, in
+    registry order; compiled on first use."""
+    return tuple((f.name, re.compile(f.config.drivers)) for f in config_frameworks()
+                 if f.config is not None and f.config.drivers)
+
+
+def framework_in_cmdline(cmdline: Sequence[str]) -> str:
+    """The RL framework whose entry point a command line runs (``python3 -m
+    verl.trainer.main_ppo``, ``torchrun ... -m areal...``), or "unknown". Flags and
+    ``key=value`` overrides are skipped: a path in an override names no program."""
+    for a in cmdline:
+        if a.startswith("-") or "=" in a:
+            continue
+        for name, regex in _drivers():
+            if regex.search(a):
+                return name
+    return "unknown"
+
+
+def framework_in_traceback(text: str) -> str:
+    """The RL framework whose package folder a traceback's file paths pass through
+    (``/verl/``, ``/areal/``...), or "unknown"."""
+    text = text.replace("\\", "/")
+    for f in config_frameworks():
+        if any(mark in text for mark in f.path_marks):
+            return f.name
+    return "unknown"
 
 
 @lru_cache(maxsize=1)

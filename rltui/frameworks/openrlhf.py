@@ -3,7 +3,10 @@
 Sources (read, not copied): ``openrlhf/trainer/ppo_trainer.py`` (the ``Global step`` log line
 and the ``Episode [i/n]`` progress bar), ``openrlhf/trainer/ppo_utils/`` and
 ``openrlhf/trainer/ray/`` (``ppo_actor.py``'s ``Train epoch [i/n]`` bar, the model actors and
-``vllm_engine.py``), ``openrlhf/utils/logging_utils.py`` (vLLM's log format).
+``vllm_engine.py``), ``openrlhf/utils/logging_utils.py`` (vLLM's log format),
+``openrlhf/cli/train_ppo_ray.py`` (the flags the OOM knobs name) and
+``openrlhf/trainer/ppo_utils/experience_maker.py`` (experience is made per
+``--micro_rollout_batch_size`` samples).
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ from __future__ import annotations
 from rltui.frameworks._types import (
                                      ConfigFacts,
                                      Framework,
+                                     Knob,
                                      LogMarker,
+                                     OomFacts,
                                      PhaseFacts,
                                      PhaseRule,
                                      StepFormat,
@@ -69,6 +74,53 @@ PHASE = PhaseFacts(
     ),
 )
 
+# -- OOM knobs: OpenRLHF's own flags (argparse, not a config file: rltui does not read their
+# values, so a change is named with its direction and left out of the patch) ---------------------
+
+VLLM_UTIL = "--vllm_gpu_memory_utilization"
+MICRO_ROLLOUT = "--micro_rollout_batch_size"
+MICRO_TRAIN = "--micro_train_batch_size"
+CKPT = "--gradient_checkpointing"
+ADAM_OFFLOAD = "--adam_offload"
+
+SLOWER_ROLLOUT = "a smaller KV cache: fewer sequences decoded at once, slower rollout"
+_VLLM_SHARE = Knob(
+    VLLM_UTIL, "fraction_down",
+    "each vLLM engine preallocates this share of its GPU for weights and KV cache; with "
+    "--colocate_all_models the actor, reference and critic must fit beside it",
+    SLOWER_ROLLOUT, effect="fraction")
+_EXPERIENCE = Knob(
+    MICRO_ROLLOUT, "micro_halve",
+    "experience is made per micro batch of this many samples: the actor, reference, critic and "
+    "reward forwards (and their logits) scale with it",
+    "more, smaller forward passes: experience making gets slower; results are the same")
+_UPDATE = (
+    Knob(MICRO_TRAIN, "micro_halve",
+         "activations scale with the micro batch; gradients are accumulated up to "
+         "--train_batch_size, so the effective batch is unchanged",
+         "more, smaller passes: the update gets slower"),
+    Knob(CKPT, "true", "activations are recomputed in backward instead of kept",
+         "about 30 % more compute in the update"),
+    Knob(ADAM_OFFLOAD, "true", "the Adam states move to host memory (DeepSpeed's optimizer "
+         "offload)", "the optimizer step runs on the CPU: slower update, more host memory"),
+)
+KNOBS = {
+    "engine-start": (
+        Knob(VLLM_UTIL, "fit_free",
+             "vLLM asks for --vllm_gpu_memory_utilization x the GPU at start, and less than that "
+             "is free", SLOWER_ROLLOUT, effect="fraction"),
+    ),
+    "generation": (_VLLM_SHARE, _EXPERIENCE),
+    "log-prob": (_EXPERIENCE,),
+    "actor-forward": _UPDATE,
+    "actor-backward": _UPDATE,
+    "critic-update": _UPDATE,  # the critic trains with the same flags
+    "weight-sync": (_VLLM_SHARE,),
+    "unknown": (_EXPERIENCE, _UPDATE[0], _VLLM_SHARE),
+}
+
+OOM = OomFacts(knobs=KNOBS)
+
 FRAMEWORK = Framework(
     name="openrlhf",
     label="OpenRLHF",
@@ -102,5 +154,6 @@ FRAMEWORK = Framework(
     config=ConfigFacts(drivers=r"^openrlhf\.|(^|/)openrlhf/",
                        where="command-line flags of openrlhf.cli.train_ppo_ray (no config file)"),
     phase=PHASE,
+    oom=OOM,
     sources=("OpenRLHF/OpenRLHF",),
 )

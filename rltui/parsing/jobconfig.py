@@ -17,12 +17,11 @@ import copy
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import yaml
 
-from rltui.frameworks import by_name, config_frameworks
+from rltui.frameworks import by_name, config_frameworks, framework_in_cmdline
 from rltui.parsing.lazyre import LazyPattern
 
 Override = tuple[str, str, Any]  # (op, dotted key, value)
@@ -489,25 +488,14 @@ def defaults_list(values: Mapping[str, Any]) -> tuple[list[tuple[str | None, str
 
 # -- framework and locations ----------------------------------------------------------------------
 
-@lru_cache(maxsize=1)
-def _drivers() -> tuple[tuple[str, re.Pattern[str]], ...]:
-    """(framework, entry-point regex) of every framework whose config rltui reads, in
-    registry order; compiled on first use."""
-    return tuple((f.name, re.compile(f.config.drivers)) for f in config_frameworks()
-                 if f.config is not None and f.config.drivers)
-
-
 def detect_framework(cmdline: Sequence[str], values: Mapping[str, Any]) -> str:
     """The job's framework (a name of ``rltui.frameworks.config_frameworks()``) or unknown:
     from the program the command line runs, else from the config's top-level keys (each
     framework's ``ConfigFacts``: keys only it has, then keys nested under a section, then a
     set of keys it has together)."""
-    for a in cmdline:
-        if a.startswith("-") or "=" in a:
-            continue
-        for name, regex in _drivers():
-            if regex.search(a):
-                return name
+    found = framework_in_cmdline(cmdline)
+    if found != "unknown":
+        return found
     if not isinstance(values, Mapping):
         return "unknown"
     known = [f for f in config_frameworks() if f.config is not None]

@@ -16,7 +16,7 @@ from typing import Any
 
 from rltui.diagnosis.oom.report import find_oom
 from rltui.diagnosis.oom.types import JobConfig
-from rltui.frameworks import FRAMEWORKS, config_frameworks
+from rltui.frameworks import FRAMEWORKS, config_frameworks, framework_in_traceback
 from rltui.model import LogEvent, LogFileState, NodeSnapshot, ProcInfo, replace
 
 BEFORE_LINES = 60  # log lines before the OOM that the phase reader may look at
@@ -39,18 +39,6 @@ class OomInputs:
     model_source: str = ""
     job_pids: tuple[int, ...] = ()
     problems: list[str] = field(default_factory=list)
-
-
-# Package folders in a traceback's file paths that name the framework.
-_TRACEBACK_FRAMEWORKS = tuple((mark, f.name) for f in config_frameworks()
-                              for mark in f.path_marks)
-
-
-def framework_in_traceback(text: str) -> str:
-    for marker, name in _TRACEBACK_FRAMEWORKS:
-        if marker in text.replace("\\", "/"):
-            return name
-    return "unknown"
 
 
 def _all_procs(snap: NodeSnapshot) -> list[ProcInfo]:

@@ -30,9 +30,10 @@ def value_text(value: Any) -> str:
 
 
 def is_key(s: Suggestion) -> bool:
-    """A key of the job's config or a variable (a dotted path, ``env:NAME``), not advice in
-    words ("micro batch size", "host offload")."""
-    return "." in s.key or s.key.startswith("env:")
+    """A key of the job's config, a flag of its command line (OpenRLHF's ``--name``) or a
+    variable (a dotted path, ``env:NAME``), not advice in words ("micro batch size", "host
+    offload")."""
+    return "." in s.key or s.key.startswith(("env:", "--"))
 
 
 def key_text(s: Suggestion) -> str:
