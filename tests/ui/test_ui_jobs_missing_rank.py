@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from rltui import jobs
 from rltui.config import Settings
 from rltui.model import (
@@ -145,11 +143,9 @@ async def test_a_missing_rank_reads_its_own_job_s_log_not_the_other_job_s(tmp_pa
         assert ERROR in [entry.text for entry in app.screen.log_view.buffer.entries]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the rank log screen takes every file of the rank number on the node: opened on the crash "
-    "job's rank 2 it also shows the demo job's rank-2 lines (its title '+1 more', its step "
-    "summary the demo job's); it is told the file but not the job"))
-async def test_the_rank_log_screen_of_a_missing_rank_shows_its_own_job_s_lines_only(tmp_path):
+async def test_the_rank_log_screen_shows_its_own_job_s_lines_only(tmp_path):
+    """Opened from a rank-2 row with two jobs on the node: that job's rank-2 file alone, in
+    its lines and its title (no "+1 more"), for the missing rank and the live one alike."""
     scenario = two_jobs_one_missing_rank(tmp_path / "scenario")
     app = build_app(bundle(scenario), Settings(theme="dark"),
                     config_path=tmp_path / "config.yaml")
@@ -164,3 +160,15 @@ async def test_the_rank_log_screen_of_a_missing_rank_shows_its_own_job_s_lines_o
         assert isinstance(app.screen, LogFileScreen)
         paths = {entry.path for entry in app.screen.log_view.buffer.entries}
         assert paths == {CRASH_RANK2}
+        title = str(app.screen.title_bar.render())
+        assert CRASH_RANK2 in title and "more" not in title, title
+        # and the other job's rank 2, from its own row: its own file only
+        await pilot.press("escape")
+        await pilot.pause()
+        demo = next(k for k in table.row_keys
+                    if str(cell(table, k, "rank").text) == "2" and k != missing_row(table))
+        table.cursor_row = table.get_row_index(demo)
+        await pilot.press("o")
+        await pilot.pause()
+        assert isinstance(app.screen, LogFileScreen)
+        assert {entry.path for entry in app.screen.log_view.buffer.entries} == {DEMO_RANK2}

@@ -91,27 +91,53 @@ class LogFileScreen(Screen):
             self._seq = lines[-1].seq
         index = log_index(view.snapshot)
         rank_of = index.rank_of_path
-        mine = [t for t in lines if self._mine(t, rank_of)]
+        scope = self._scope(view)
+        mine = [t for t in lines if self._mine(t, rank_of, scope)]
         self.log_view.feed(mine, rank_of, view.snapshot.logs, view.palette)
-        self.title_bar.update(self._title(view, index))
+        self.title_bar.update(self._title(view, index, scope))
 
-    def _mine(self, t: TaggedLine, rank_of: dict[str, int]) -> bool:
+    def _scope(self, view: View) -> frozenset[str] | None:
+        """Several jobs on the node: the log files of this rank's job (rank numbers repeat
+        from job to job; rank 2 of one job is not rank 2 of the other). The job is the one whose
+        logs hold ``path`` (opened from a row or an evidence line), else the job shown alone.
+        None: every file of the rank number (one job, or no way to tell)."""
+        if self.rank is None:
+            return None
+        jobs = [v for v in view.jobs if v.job is not None]
+        if len(jobs) < 2:
+            return None
+        if self.path is not None:
+            for v in jobs:
+                paths = frozenset(f.path for f in v.snapshot.logs)
+                if self.path in paths:
+                    return paths
+        if view.focus is not None:  # the snapshot is that job's alone
+            return frozenset(f.path for f in view.snapshot.logs)
+        return None
+
+    def _mine(self, t: TaggedLine, rank_of: dict[str, int],
+              scope: frozenset[str] | None) -> bool:
         if self.rank is None:
             return t.path == self.path
+        if scope is not None and t.path not in scope:
+            return False
         rank = t.rank if t.rank is not None else rank_of.get(t.path)
         return rank == self.rank
 
-    def _title(self, view: View, index: LogIndex) -> Text:
+    def _title(self, view: View, index: LogIndex, scope: frozenset[str] | None) -> Text:
         pal = view.palette
         files = (index.files_of_rank(self.rank) if self.rank is not None
                  else [f for f in [index.for_path(self.path or "")] if f is not None])
+        if scope is not None:
+            files = [f for f in files if f.path in scope]
         out = Text(no_wrap=True, overflow="ellipsis")
         out.append(f" {self.label} log ", style="bold reverse")
         if files:
             out.append(f"  {printable(files[0].path)}")
             if len(files) > 1:
                 out.append(f" (+{len(files) - 1} more)", style=pal.dim)
-            best = index.for_rank(self.rank) if self.rank is not None else files[0]
+            best = (index.for_rank(self.rank) if self.rank is not None and scope is None
+                    else files[0])
             summary = step_summary(best) if best is not None else ""
             if summary:
                 out.append(f"  {summary}", style="bold")
