@@ -183,6 +183,11 @@ def many_ranks(path: str | Path, ranks: int, gpus: int = 8, duration: float = 60
                              f"{exit_at} s; GPUs 0-1 idle, the others busy")
 
 
+def ranks4(path: str | Path) -> Path:
+    """4 ranks on 4 GPUs, rank 1 exits (many_ranks)."""
+    return many_ranks(path, 4, gpus=4)
+
+
 def ranks16(path: str | Path) -> Path:
     """16 ranks on 8 GPUs, rank 3 exits (many_ranks)."""
     return many_ranks(path, 16)

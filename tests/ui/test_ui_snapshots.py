@@ -203,13 +203,16 @@ LAYOUT_SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((120, 40), id="
 
 
 @pytest.mark.parametrize("size", LAYOUT_SIZES)
-@pytest.mark.parametrize("scenario", ["ranks16", "ranks64"])
+@pytest.mark.parametrize("scenario", ["ranks4", "ranks16", "ranks64"])
 def test_many_ranks_layout(snap_compare, replay_app, scenario, size):
-    """16 or 64 ranks on 8 GPUs, one rank exited, GPUs 0-1 idle. Must be visible: at 80x24
-    the GPU and rank panes folded to one line each ("8 GPUs: 6 busy, 2 idle, 61-78 GiB";
+    """4 ranks on 4 GPUs (rank 1 exited), or 16 or 64 ranks on 8 GPUs, one rank exited, GPUs
+    0-1 idle. Must be visible: at 80x24 the GPU and rank panes folded to one line each ("4
+    GPUs: 2 busy, 2 idle, 61-68 GiB" and "4 ranks: 2 running, 1 sleeping, 1 exited" for 4
+    ranks; "8 GPUs: 6 busy, 2 idle, 61-78 GiB";
     "16 ranks: 12 running, 3 sleeping, 1 exited" / "64 ranks: 48 running, 15 sleeping, 1
     exited") and the symptoms pane with "CRIT rank 3 exited" (15 for 64 ranks), the detail's
     Evidence lines and Next steps; at 120x40 both tables at most 11 rows (the rank table
-    scrolls) and the symptoms and logs with 15 rows; at 200x60 every row of 16 ranks, the
-    64-rank table scrolling, the symptoms below."""
+    scrolls) and the symptoms and logs with 15 rows (4 ranks: every row, rank 1 "exited 40s
+    ago"); at 200x60 every row of 4 and 16 ranks, the 64-rank table scrolling, the symptoms
+    below."""
     assert snap_compare(replay_app(scenario), press=["e"], terminal_size=size)
