@@ -177,6 +177,19 @@ def test_an_override_path_naming_a_framework_is_not_its_program():
     assert "actor_rollout_ref" not in text
 
 
+def test_a_user_script_with_verl_s_overrides_is_a_verl_job():
+    """A user's own entry point composing verl's config (``python3 train.py
+    actor_rollout_ref...=8``, as verl's examples and rltui's own demo run): its overrides' keys
+    say verl, as the config file's keys would for the triage."""
+    cmdline = ("python3", "my_grpo.py", "--config-name=ppo_trainer",
+               "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8", "trainer.n_gpus_per_node=8")
+    text = advice(snap([proc(cmdline)]))
+    assert verl_facts.LOGPROB_MB in text and verl_facts.PPO_MB in text
+    assert job_framework(snap([proc(cmdline)])) == "verl"
+    # an override of one key of no framework's config says nothing
+    assert job_framework(snap([proc(("python", "train.py", "model.lr=1e-5"))])) == "unknown"
+
+
 # -- two jobs on one node: each job's view its own framework ------------------------------------------
 
 def test_each_job_s_oom_names_its_own_framework_s_keys():

@@ -10,10 +10,11 @@ script...) gets the same advice in general terms, never another framework's keys
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from rltui.frameworks import Knob, OomFacts, by_name, framework_in_cmdline, framework_in_traceback
 from rltui.model import NodeSnapshot
+from rltui.parsing.jobconfig import detect_framework, parse_overrides
 
 # (what the line is about, the phases whose knobs it names, most direct first); one line per
 # group of phases, at most PER_LINE knobs each, taken in turn from the group's phases.
@@ -47,11 +48,32 @@ def job_framework(snap: NodeSnapshot, tracebacks: Iterable[str] = ()) -> str:
         name = framework_in_cmdline(cmdline)
         if name != "unknown":
             return name
+    for cmdline in cmdlines:
+        # a user's own script that composes a framework's config (``python3 train.py
+        # actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8 ...``): its overrides' keys
+        # say whose config it is, as the config file's keys would (detect_framework)
+        name = detect_framework((), _override_keys(cmdline))
+        if name != "unknown":
+            return name
     for text in tracebacks:
         name = framework_in_traceback(text)
         if name != "unknown":
             return name
     return "unknown"
+
+
+def _override_keys(cmdline: Sequence[str]) -> dict:
+    """The keys a command line's Hydra overrides set, two levels deep, values left out
+    (``{"actor_rollout_ref": {"actor": None}}``): enough to tell whose config they are."""
+    keys: dict = {}
+    for op, key, _ in parse_overrides(cmdline)[0]:
+        if op == "delete":
+            continue
+        top, _, rest = key.partition(".")
+        inner = keys.setdefault(top, {})
+        if rest and isinstance(inner, dict):
+            inner.setdefault(rest.partition(".")[0], None)
+    return keys
 
 
 def next_steps(framework: str) -> tuple[str, ...]:
