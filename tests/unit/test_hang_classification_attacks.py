@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from rltui.diagnosis.hangs import absent_ranks, stack_report
-from rltui.diagnosis.stacks import HANG, WORKING, classify
+from rltui.diagnosis.stacks import HANG, WORKING, classify, report_json, symptoms
 from rltui.diagnosis.stacktree import choose_thread, comm_tier, exiting
 from rltui.model import (
     CRASHED,
@@ -338,15 +338,17 @@ def test_teardown_only_does_not_claim_undumped_ranks_when_the_world_is_complete(
     assert "not in the dump" not in rep.title
 
 
-@pytest.mark.xfail(strict=True, reason="a crashed dump without a rank (faulthandler in a log "
-                   "with no rank label) is dropped and nothing is missing, so pids 100-101 in "
-                   "all_reduce make pattern C; the process that died is what the others wait "
-                   "for: pattern A")
 def test_a_pid_only_crashed_dump_still_means_a_process_left():
+    # A crashed dump without a rank (faulthandler in a log with no rank label): the process
+    # that died is what the others wait for, shown by pid.
     crash = replace(dump(None, ALL_REDUCE, status="", pid=102), status=CRASHED,
                     message="Fatal Python error: Segmentation fault")
     rep = classify([dump(None, ALL_REDUCE, pid=100), dump(None, ALL_REDUCE, pid=101), crash])
     assert rep.pattern == "A"
+    assert rep.title == "pid 102 exited; pids 100,101 wait for it in all_reduce"
+    assert rep.missing_pids == (102,) and rep.missing_ranks == ()
+    assert report_json(rep)["missing_pids"] == [102]
+    assert any(e.startswith("pid 102 missing") for e in symptoms(rep)[0].evidence)
 
 
 def test_wandb_atexit_cleanup_is_an_exiting_rank():
