@@ -23,7 +23,7 @@ from operator import attrgetter
 import msgspec
 
 from rltui.model import OK, Frame, ProcessDump, ThreadStack
-from rltui.parsing.pyspy import ELIDED, trim_path
+from rltui.parsing.pyspy import CUT, ELIDED, trim_path
 
 # -- recognising collectives and waits -------------------------------------------------------------
 # Matched on the last dotted part of the name: py-spy 0.4 on Python 3.11 prints methods as
@@ -158,7 +158,8 @@ def left_script(name: str, root_first: Sequence[Frame]) -> bool:
     """A main thread (``name``) that has left its script: its outermost Python frame is an exit
     path (``_EXIT_ROOTS``, any atexit hook), its only frames are the interpreter's finalisation
     (``Py_FinalizeEx`` with ``--native``), or it has no frame at all (py-spy's view of a
-    finalising interpreter)."""
+    finalising interpreter). A stack whose dump was cut short has lost its outermost frames:
+    it says nothing of having left."""
     if name != "MainThread":
         return False
     if not root_first:
@@ -166,6 +167,8 @@ def left_script(name: str, root_first: Sequence[Frame]) -> bool:
     outer = next((f for f in root_first if not f.native and f.name != ELIDED), None)
     if outer is None:
         return any("Py_Finalize" in f.name for f in root_first)
+    if outer.name == CUT:
+        return False
     short = short_name(outer.name)
     return short in _EXIT_ROOTS or "atexit" in short.lower()
 
