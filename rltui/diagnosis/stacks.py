@@ -166,7 +166,8 @@ def classify(samples: Sequence[Sequence[ProcessDump]] | Sequence[ProcessDump],
         missing |= set(expected_ranks) - present - unreadable_ranks
     missing -= present
     memo: dict[tuple[int, int], bool] = {}
-    classes = _with_teardown(tuple(_with_state(c, trees, it, memo) for c in tree.classes))
+    classes = _with_joined_exits(_with_teardown(
+        tuple(_with_state(c, trees, it, memo) for c in tree.classes)))
     notes = _notes(tree, it) + tuple(
         f"{who([member_key(d)])} crashed ({d.message}): its stacks were printed as it died."
         for d in crashed[:4])
@@ -270,22 +271,29 @@ def _thread_notes(classes: Sequence[StackClass], chosen: dict | None = None) -> 
     """Which thread waits, where it is not the main one (DeepSpeed's ZeRO-3 prefetch, a
     pipeline's comms thread, an async weight sync): the main thread may look idle elsewhere.
     Ranks of one class may wait on differently named threads (Thread-3, Thread-5): each name
-    is said with its ranks."""
-    parts = []
+    is said with its ranks. Ranks whose main thread has left the script are said too."""
+    by_name: dict[str, list[int]] = {}
+    left: list[int] = []
     for c in classes[:4]:
         if c.op is None:
             continue
-        by_name: dict[str, list[int]] = {}
         for m in c.members:
             t = chosen.get(m) if chosen else None
             name = t.name if t is not None else c.thread
             by_name.setdefault(name, []).append(m)
-        parts += [f"{who(ms)}: thread {name!r}" for name, ms in by_name.items()
-                  if name and name != "MainThread"]
+        if c.joined:
+            left += c.members
+    parts = [f"{who(ms)}: thread {name!r}" for name, ms in by_name.items()
+             if name and name != "MainThread"]
     if not parts:
         return ""
-    return ("The wait is on another thread than MainThread (" + "; ".join(parts) + "), "
+    text = ("The wait is on another thread than MainThread (" + "; ".join(parts) + "), "
             "chosen because it is the one in communication.")
+    if left:
+        text += (f" The main thread of {who(left)} has left the script (atexit or the "
+                 "interpreter's shutdown, which joins the threads still running): the process "
+                 "still takes part in that thread's collective.")
+    return text
 
 
 def _with_state(c: StackClass, trees: Sequence[StackTree], it: Interner,
@@ -327,6 +335,24 @@ def _with_teardown(classes: tuple[StackClass, ...]) -> tuple[StackClass, ...]:
     return tuple(replace(c, teardown=True) if (not c.teardown and c.from_entry and c.op
                                                and short_name(c.op.name) in CLEANUP_OPS)
                  else c for c in classes)
+
+
+def _with_joined_exits(classes: tuple[StackClass, ...]) -> tuple[StackClass, ...]:
+    """Ranks whose main thread has left the script while another of their threads waits in a
+    collective (``StackClass.joined``) still take part in that collective: alone, or beside
+    ranks waiting in the same one, that wait is what they do. Beside ranks still in the loop
+    that wait elsewhere (or idle outside any collective), they have left the loop and will
+    never join those: teardown, as any exiting rank (pattern A)."""
+    joined = [c for c in classes if c.joined and not c.teardown]
+    if not joined:
+        return classes
+    waits = {c.fids[:c.op_index + 1] for c in joined if c.op_index is not None}
+    elsewhere = any(not c.teardown and not c.exiting
+                    and (c.op_index is None or c.fids[:c.op_index + 1] not in waits)
+                    for c in classes)
+    if not elsewhere:
+        return classes
+    return tuple(replace(c, teardown=True) if c.joined else c for c in classes)
 
 
 def _ranked_only(samples: Sequence[Sequence[ProcessDump]]
@@ -421,10 +447,13 @@ def _pattern_a(classes, teardown, loop, missing, div, branches, report) -> Stack
     if missing:
         parts.append(f"{who(missing)} exited (missing from the dump)")
     if exiting:
-        tip = next(c for c in teardown if c.exiting).tip
+        first = next(c for c in teardown if c.exiting)
+        if first.joined:  # read on the thread still in a collective, not the main one
+            how = f"; its thread {first.thread!r} still waits {_op_text(first)}"
+        else:
+            how = f" and sits in {where(first.tip)}"
         parts.append(f"{who(exiting)} {_verb(exiting, 'is', 'are')} exiting: the main thread "
-                     f"has left the script and sits in {where(tip)} (atexit or the "
-                     "interpreter's shutdown)")
+                     f"has left the script (atexit or the interpreter's shutdown){how}")
     if left:
         parts.append(f"{who(left)} {_verb(left, 'sits', 'sit')} in cleanup "
                      f"{_op_text(cleanup[0])}")
@@ -581,6 +610,7 @@ def class_json(c: StackClass) -> dict[str, Any]:
         "op": c.op.name if c.op else None,
         "call_site": _frame_json(c.call_site),
         "teardown": c.teardown,
+        "exiting": c.exiting,
         "deepest": _frame_json(c.deepest),
         "tip": _frame_json(c.tip),
         "frames": [_frame_json(f) for f in c.frames],  # signature, root first

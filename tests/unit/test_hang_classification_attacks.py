@@ -321,16 +321,37 @@ def _dcp_exit(rank: int) -> ProcessDump:
     return dump(rank, main, extra=(saver,))
 
 
-@pytest.mark.xfail(strict=True, reason="every rank's main thread is in threading._shutdown "
-                   "joining a non-daemon thread (an async checkpoint's executor) that waits in "
-                   "all_gather_object: each rank is taken as exiting and the verdict is 'teardown "
-                   "only' (pattern A, 'the other ranks are not in the dump', with all 4 of 4 "
-                   "present); the rank still takes part in that collective: pattern C on the "
-                   "executor thread")
 def test_exiting_main_joining_a_thread_in_a_collective_is_that_collective():
+    # Every rank's main thread is in threading._shutdown joining a non-daemon thread (an async
+    # checkpoint's executor) that waits in all_gather_object: the rank still takes part in that
+    # collective (pattern C on the executor thread), not 'teardown only'.
     rep = classify([[_dcp_exit(r) for r in range(4)]] * 2, world_size=4)
     assert rep.pattern == "C"
     assert rep.classes[0].thread == "ThreadPoolExecutor-0_0"
+    assert rep.classes[0].exiting and not rep.classes[0].teardown
+    assert "The main thread of ranks 0-3 has left the script" in rep.explanation
+    assert choose_thread(_dcp_exit(0).threads).name == "ThreadPoolExecutor-0_0"
+
+
+def test_an_exiting_rank_whose_thread_waits_elsewhere_than_the_loop_is_the_one_that_left():
+    # Rank 3's script is done and its executor waits in the checkpoint's gather; ranks 0-2 are
+    # still in the loop's all_reduce, which rank 3 will never call.
+    rep = classify([waiting() + [_dcp_exit(3)]] * 2, world_size=4)
+    assert rep.pattern == "A" and rep.suspect_ranks == (3,)
+    assert rep.title == "rank 3 is exiting; ranks 0-2 wait for it in all_reduce"
+    assert "its thread 'ThreadPoolExecutor-0_0' still waits in gather_object" \
+        in rep.explanation
+
+
+def test_an_exiting_rank_in_the_collective_the_others_wait_in_is_no_culprit():
+    # Ranks 0-2 are still in the loop, their executor in the same gather as rank 3's.
+    def in_loop(rank: int) -> ProcessDump:
+        d = _dcp_exit(rank)
+        return replace(d, threads=(thread(IDLE_MAIN), d.threads[1]))
+    rep = classify([[in_loop(r) for r in range(3)] + [_dcp_exit(3)]] * 2, world_size=4)
+    assert rep.pattern == "C" and rep.suspect_ranks == ()
+    assert [c.exiting for c in rep.classes] == [False, True]
+    assert "ranks 0-3: thread 'ThreadPoolExecutor-0_0'" in rep.explanation
 
 
 def test_teardown_only_does_not_claim_undumped_ranks_when_the_world_is_complete():
