@@ -292,11 +292,28 @@ def _ray_train_worker(rank: int, line: int) -> ProcessDump:
                    "'TrainingThread(...)'; computing, it is now the thread read (not Ray's idle "
                    "MainThread), but two samples in the same function at other lines read as a "
                    "busy loop in forward (a long computation in one function looks the same "
-                   "from outside; hang-patterns.md): only the steps can tell it progresses")
+                   "from outside; hang-patterns.md): only the steps can tell it progresses. "
+                   "Left open: these stacks are those of a user's spin loop (a function of the "
+                   "user's on CPU at two lines, test_stacks_classify's busy-loop tests, the real "
+                   "torch-gloo busy-loop dumps), which must stay a busy loop; the busy loop is "
+                   "a warning until the steps stall, and advancing steps rule it out")
 def test_ray_train_worker_computing_in_its_training_thread_is_not_hung():
     rep = classify([[_ray_train_worker(r, 100) for r in range(4)],
                     [_ray_train_worker(r, 130) for r in range(4)]])
     assert rep.verdict != HANG
+
+
+def test_ray_train_worker_computing_with_steps_advancing_is_not_hung():
+    rep = classify([[_ray_train_worker(r, 100) for r in range(4)],
+                    [_ray_train_worker(r, 130) for r in range(4)]], steps_stalled=False)
+    assert rep.verdict != HANG
+
+
+def test_ray_train_worker_computing_without_steps_is_an_unconfirmed_busy_loop():
+    rep = classify([[_ray_train_worker(r, 100) for r in range(4)],
+                    [_ray_train_worker(r, 130) for r in range(4)]])
+    assert not rep.confirmed and "check that the steps stalled" in rep.explanation
+    assert symptoms(rep)[0].severity == "warning"
 
 
 def test_pid_only_saved_dumps_beside_rank_logs_mark_no_rank_missing():
