@@ -262,6 +262,9 @@ def to_markdown(doc: Mapping[str, Any]) -> str:
         if stacks["missing_ranks"]:
             out += [f"Missing from the dump (exited): ranks {compact(stacks['missing_ranks'])}",
                     ""]
+        if stacks.get("missing_pids"):  # documents written before the field had none
+            out += ["Missing from the dump (exited): pids "
+                    + ",".join(map(str, stacks["missing_pids"])), ""]
         if stacks["classes"]:
             out += ["| class | ranks | state | waits in | deepest frame |",
                     "|---|---|---|---|---|"]

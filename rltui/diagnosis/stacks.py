@@ -66,6 +66,8 @@ class StackReport(msgspec.Struct, frozen=True):
     classes: tuple[StackClass, ...]  # of the latest sample, with moving/stuck
     suspect_ranks: tuple[int, ...] = ()
     missing_ranks: tuple[int, ...] = ()
+    # Processes without a rank known to have left (a crash dump that named no rank)
+    missing_pids: tuple[int, ...] = ()
     explanation: str = ""
     divergence: Frame | None = None  # the deepest frame every rank shares
     branches: tuple[Frame, ...] = ()  # the first frame of each branch below it
@@ -147,7 +149,9 @@ def classify(samples: Sequence[Sequence[ProcessDump]] | Sequence[ProcessDump],
     crashed = [d for d in (samples[-1] if samples else ()) if d.status == CRASHED]
     if crashed:
         samples = [[d for d in s if d.status != CRASHED] for s in samples]
-        missing_ranks = set(missing_ranks) | {d.rank for d in crashed if d.rank is not None}
+        # Ranks, or ``-1 - pid`` for a process without one (faulthandler in a log with no
+        # rank label): the process that died is what the others wait for either way.
+        missing_ranks = set(missing_ranks) | {member_key(d) for d in crashed}
     it = Interner(alias=mixed_naming(d for s in samples for d in s))  # type: ignore[union-attr]
     trees = [merge(s, lines=lines, interner=it) for s in samples]  # type: ignore[arg-type]
     if not trees:
@@ -162,7 +166,8 @@ def classify(samples: Sequence[Sequence[ProcessDump]] | Sequence[ProcessDump],
         missing |= set(expected_ranks) - present - unreadable_ranks
     missing -= present
     memo: dict[tuple[int, int], bool] = {}
-    classes = _with_teardown(tuple(_with_state(c, trees, it, memo) for c in tree.classes))
+    classes = _with_joined_exits(_with_teardown(
+        tuple(_with_state(c, trees, it, memo) for c in tree.classes)))
     notes = _notes(tree, it) + tuple(
         f"{who([member_key(d)])} crashed ({d.message}): its stacks were printed as it died."
         for d in crashed[:4])
@@ -171,7 +176,8 @@ def classify(samples: Sequence[Sequence[ProcessDump]] | Sequence[ProcessDump],
         notes += (f"{len(others)} process(es) without a rank (pid {shown}: a launcher, a Ray "
                   "driver or a helper) are left out of the comparison.",)
     base: dict[str, Any] = {
-        "classes": classes, "missing_ranks": tuple(sorted(missing)), "samples": len(trees),
+        "classes": classes, "missing_ranks": ranks_of(missing),
+        "missing_pids": pids_of(missing), "samples": len(trees),
         "unreadable": tuple(sorted(d.pid for d in tree.unreadable)), "tree": tree,
         "duplicate_ranks": ranks_of(tree.duplicates), "notes": notes, "other_pids": others}
 
@@ -188,7 +194,7 @@ def classify(samples: Sequence[Sequence[ProcessDump]] | Sequence[ProcessDump],
     if not classes:
         text = "No stacks to compare."
         if missing:
-            text += f" {label(missing)} missing from the dump."
+            text += f" {who(missing)} missing from the dump."
         return report(EMPTY, text, text)
 
     node, below = tree.divergence()
@@ -201,7 +207,7 @@ def classify(samples: Sequence[Sequence[ProcessDump]] | Sequence[ProcessDump],
     moving = [c for c in classes if c.state == "moving"]
     stuck = [c for c in classes if c.state == "stuck"]
     working = [c for c in classes if c.op is None and c.active and c.state != "stuck"]
-    gone = f" {label(missing)} missing from the dump." if missing else ""
+    gone = f" {who(missing)} missing from the dump." if missing else ""
 
     if moving:
         moved = [m for c in moving for m in c.members]
@@ -265,22 +271,29 @@ def _thread_notes(classes: Sequence[StackClass], chosen: dict | None = None) -> 
     """Which thread waits, where it is not the main one (DeepSpeed's ZeRO-3 prefetch, a
     pipeline's comms thread, an async weight sync): the main thread may look idle elsewhere.
     Ranks of one class may wait on differently named threads (Thread-3, Thread-5): each name
-    is said with its ranks."""
-    parts = []
+    is said with its ranks. Ranks whose main thread has left the script are said too."""
+    by_name: dict[str, list[int]] = {}
+    left: list[int] = []
     for c in classes[:4]:
         if c.op is None:
             continue
-        by_name: dict[str, list[int]] = {}
         for m in c.members:
             t = chosen.get(m) if chosen else None
             name = t.name if t is not None else c.thread
             by_name.setdefault(name, []).append(m)
-        parts += [f"{who(ms)}: thread {name!r}" for name, ms in by_name.items()
-                  if name and name != "MainThread"]
+        if c.joined:
+            left += c.members
+    parts = [f"{who(ms)}: thread {name!r}" for name, ms in by_name.items()
+             if name and name != "MainThread"]
     if not parts:
         return ""
-    return ("The wait is on another thread than MainThread (" + "; ".join(parts) + "), "
+    text = ("The wait is on another thread than MainThread (" + "; ".join(parts) + "), "
             "chosen because it is the one in communication.")
+    if left:
+        text += (f" The main thread of {who(left)} has left the script (atexit or the "
+                 "interpreter's shutdown, which joins the threads still running): the process "
+                 "still takes part in that thread's collective.")
+    return text
 
 
 def _with_state(c: StackClass, trees: Sequence[StackTree], it: Interner,
@@ -322,6 +335,24 @@ def _with_teardown(classes: tuple[StackClass, ...]) -> tuple[StackClass, ...]:
     return tuple(replace(c, teardown=True) if (not c.teardown and c.from_entry and c.op
                                                and short_name(c.op.name) in CLEANUP_OPS)
                  else c for c in classes)
+
+
+def _with_joined_exits(classes: tuple[StackClass, ...]) -> tuple[StackClass, ...]:
+    """Ranks whose main thread has left the script while another of their threads waits in a
+    collective (``StackClass.joined``) still take part in that collective: alone, or beside
+    ranks waiting in the same one, that wait is what they do. Beside ranks still in the loop
+    that wait elsewhere (or idle outside any collective), they have left the loop and will
+    never join those: teardown, as any exiting rank (pattern A)."""
+    joined = [c for c in classes if c.joined and not c.teardown]
+    if not joined:
+        return classes
+    waits = {c.fids[:c.op_index + 1] for c in joined if c.op_index is not None}
+    elsewhere = any(not c.teardown and not c.exiting
+                    and (c.op_index is None or c.fids[:c.op_index + 1] not in waits)
+                    for c in classes)
+    if not elsewhere:
+        return classes
+    return tuple(replace(c, teardown=True) if c.joined else c for c in classes)
 
 
 def _ranked_only(samples: Sequence[Sequence[ProcessDump]]
@@ -367,7 +398,7 @@ def _busy_loop(classes, spinning, missing, trees, it, steps_stalled, report) -> 
         text += (" A long computation in one function looks the same from outside: check that "
                  "the steps stalled too.")
     if missing:
-        text += f" {label(missing)} missing from the dump."
+        text += f" {who(missing)} missing from the dump."
     text += (f" Look at the loop in {where(loop)}: its exit condition, or what it polls (a "
              "queue, a flag, a file another rank should write).")
     # Ranks on CPU in one function in every sample may also be a job that spends most of its
@@ -414,18 +445,21 @@ def _pattern_a(classes, teardown, loop, missing, div, branches, report) -> Stack
     ops = sorted({c.op.name for c in waiting_loop if c.op is not None})
     parts = []
     if missing:
-        parts.append(f"{label(missing)} exited (missing from the dump)")
+        parts.append(f"{who(missing)} exited (missing from the dump)")
     if exiting:
-        tip = next(c for c in teardown if c.exiting).tip
+        first = next(c for c in teardown if c.exiting)
+        if first.joined:  # read on the thread still in a collective, not the main one
+            how = f"; its thread {first.thread!r} still waits {_op_text(first)}"
+        else:
+            how = f" and sits in {where(first.tip)}"
         parts.append(f"{who(exiting)} {_verb(exiting, 'is', 'are')} exiting: the main thread "
-                     f"has left the script and sits in {where(tip)} (atexit or the "
-                     "interpreter's shutdown)")
+                     f"has left the script (atexit or the interpreter's shutdown){how}")
     if left:
         parts.append(f"{who(left)} {_verb(left, 'sits', 'sit')} in cleanup "
                      f"{_op_text(cleanup[0])}")
     gone = " and ".join(parts)
-    culprits = sorted(set(missing) | set(ranks_of(exiting)) | set(ranks_of(left)))
-    gone_who = label(culprits) if culprits else who(exiting + left)
+    culprits = set(missing) | set(exiting) | set(left)  # ranks, or ``-1 - pid``
+    gone_who = who(culprits)
     many = len(culprits) > 1
     if waiters:
         text = (f"{gone}, while {who(waiters)} {_verb(waiters, 'waits', 'wait')} "
@@ -437,10 +471,10 @@ def _pattern_a(classes, teardown, loop, missing, div, branches, report) -> Stack
     else:
         text = (f"{gone}; no dumped rank waits inside the training loop: "
                 f"{who(left + exiting)} {_verb(left + exiting, 'waits', 'wait')} in cleanup for "
-                f"{label(missing) if missing else 'the ranks that left'}. ")
+                f"{who(missing) if missing else 'the ranks that left'}. ")
     if div is not None and branches:
         text += f"The ranks diverge below {where(div)}. "
-    text += (f"Look at why {gone_who if culprits or exiting or left else 'those ranks'} left "
+    text += (f"Look at why {gone_who if culprits else 'those ranks'} left "
              "the loop: the exception in the log is the root cause (it may have been swallowed "
              "by cleanup code in __exit__); rerun with CUDA_LAUNCH_BLOCKING=1 if it was a CUDA "
              "error.")
@@ -449,7 +483,7 @@ def _pattern_a(classes, teardown, loop, missing, div, branches, report) -> Stack
     if (missing or exiting) and not left:
         what = []
         if missing:
-            what.append(f"{label(missing)} exited")
+            what.append(f"{who(missing)} exited")
         if exiting:
             what.append(f"{who(exiting)} {_verb(exiting, 'is', 'are')} exiting")
         title = (f"{' and '.join(what)}; {who(waiters)} {verb} for {'them' if many else 'it'}"
@@ -459,11 +493,11 @@ def _pattern_a(classes, teardown, loop, missing, div, branches, report) -> Stack
     else:
         ops_left = sorted({c.op.name for c in cleanup if c.op is not None})
         in_op = f" in {', '.join(ops_left[:2])}" if ops_left else " in cleanup"
-        title = ((f"{label(missing)} exited; " if missing else "")
+        title = ((f"{who(missing)} exited; " if missing else "")
                  + f"{who(left)} {_verb(left, 'waits', 'wait')}"
                  + (f" for {'them' if len(missing) > 1 else 'it'}" if missing else "") + in_op)
     return report(HANG, title, text, pattern="A", symptom_id=CLEANUP_DEADLOCK,
-                  suspect_ranks=tuple(culprits))
+                  suspect_ranks=ranks_of(culprits))
 
 
 def _teardown_only(teardown, report, world_known: bool = False) -> StackReport:
@@ -576,6 +610,7 @@ def class_json(c: StackClass) -> dict[str, Any]:
         "op": c.op.name if c.op else None,
         "call_site": _frame_json(c.call_site),
         "teardown": c.teardown,
+        "exiting": c.exiting,
         "deepest": _frame_json(c.deepest),
         "tip": _frame_json(c.tip),
         "frames": [_frame_json(f) for f in c.frames],  # signature, root first
@@ -594,6 +629,7 @@ def report_json(report: StackReport) -> dict[str, Any]:
         "classes": [class_json(c) for c in report.classes],
         "suspect_ranks": list(report.suspect_ranks),
         "missing_ranks": list(report.missing_ranks),
+        "missing_pids": list(report.missing_pids),
         "unreadable_pids": list(report.unreadable),
         "duplicate_ranks": list(report.duplicate_ranks),
         "divergence": _frame_json(report.divergence),
@@ -669,9 +705,10 @@ def symptoms(report: StackReport) -> list[Symptom]:
                      at_frame(report.divergence))
     if report.loop_frame is not None:
         evidence.add(f"busy loop at {where(report.loop_frame)}", at_frame(report.loop_frame))
-    if report.missing_ranks:
-        evidence.add(f"{label(report.missing_ranks)} missing from the dump (exited): read "
-                     "its traceback", at_ranks(report.missing_ranks))
+    if report.missing_ranks or report.missing_pids:
+        gone = [*report.missing_ranks, *(-1 - p for p in report.missing_pids)]
+        evidence.add(f"{who(gone)} missing from the dump (exited): read its traceback",
+                     at_ranks(report.missing_ranks))
     for text, ranks in _fr_waits(report.flight_recorder):
         evidence.add(text, at_ranks(ranks))
     if not report.confirmed:

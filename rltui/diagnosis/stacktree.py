@@ -23,7 +23,7 @@ from operator import attrgetter
 import msgspec
 
 from rltui.model import OK, Frame, ProcessDump, ThreadStack
-from rltui.parsing.pyspy import ELIDED, trim_path
+from rltui.parsing.pyspy import CUT, ELIDED, trim_path
 
 # -- recognising collectives and waits -------------------------------------------------------------
 # Matched on the last dotted part of the name: py-spy 0.4 on Python 3.11 prints methods as
@@ -158,7 +158,8 @@ def left_script(name: str, root_first: Sequence[Frame]) -> bool:
     """A main thread (``name``) that has left its script: its outermost Python frame is an exit
     path (``_EXIT_ROOTS``, any atexit hook), its only frames are the interpreter's finalisation
     (``Py_FinalizeEx`` with ``--native``), or it has no frame at all (py-spy's view of a
-    finalising interpreter)."""
+    finalising interpreter). A stack whose dump was cut short has lost its outermost frames:
+    it says nothing of having left."""
     if name != "MainThread":
         return False
     if not root_first:
@@ -166,6 +167,8 @@ def left_script(name: str, root_first: Sequence[Frame]) -> bool:
     outer = next((f for f in root_first if not f.native and f.name != ELIDED), None)
     if outer is None:
         return any("Py_Finalize" in f.name for f in root_first)
+    if outer.name == CUT:
+        return False
     short = short_name(outer.name)
     return short in _EXIT_ROOTS or "atexit" in short.lower()
 
@@ -197,7 +200,10 @@ def choose_thread(threads: Sequence[ThreadStack], tiers=None) -> ThreadStack | N
 
     ``tiers`` (frame -> tier) lets a caller reuse its cache; MainThread wins ties because the
     training loop runs there. A helper thread idle in ``threading``'s waits is never chosen over
-    MainThread for that wait: ``Condition.wait`` is not communication.
+    MainThread for that wait: ``Condition.wait`` is not communication. A main thread that has
+    left the script (``exiting``) is chosen unless another thread is in a collective: the
+    process still takes part in that one (``threading._shutdown`` joins an async checkpoint's
+    executor thread waiting in ``all_gather_object``).
     """
     if not threads:
         return None
@@ -205,13 +211,13 @@ def choose_thread(threads: Sequence[ThreadStack], tiers=None) -> ThreadStack | N
         return threads[0]
     tier = tiers or comm_tier
     main = next((t for t in threads if t.name == "MainThread"), None)
-    if main is not None and (any(tier(f) for f in main.frames) or exiting(main)):
+    if main is not None and any(tier(f) for f in main.frames):
         return main
     for t in threads:
-        if _python(t) and any(tier(f) for f in t.frames):
+        if t is not main and _python(t) and any(tier(f) for f in t.frames):
             return t
     if main is not None:
-        return _busy_helper(threads, main) or main
+        return main if exiting(main) else (_busy_helper(threads, main) or main)
     return next((t for t in threads if t.frames), threads[0])
 
 
@@ -386,6 +392,11 @@ class StackClass(msgspec.Struct, frozen=True):
     from_entry: bool = False
     # The main thread has left the script (atexit, threading._shutdown): the process is exiting.
     exiting: bool = False
+    # Exiting, read on another thread than MainThread: that thread waits in a collective, which
+    # the process still takes part in (an async checkpoint's executor that
+    # ``threading._shutdown`` joins). Its wait decides the pattern, unless ranks in the loop
+    # wait elsewhere: then the rank has left the loop, as any exiting rank (stacks.classify).
+    joined: bool = False
 
     @property
     def ranks(self) -> tuple[int, ...]:
@@ -480,10 +491,11 @@ def merge(dumps: Sequence[ProcessDump], *, lines: bool = False,
     # memo stops itself when the first ranks share nothing (text dumps, live rounds), where it
     # would only cost.
     seen: dict[int, tuple[tuple[Frame, ...], tuple[int, ...]]] = {}
-    groups: dict[tuple[int, ...], list[int]] = {}  # kid path (root first) -> members
+    # (kid path root first, main thread left the script while this one waits) -> members
+    groups: dict[tuple[tuple[int, ...], bool], list[int]] = {}
     status_of: dict[int, str] = {}
     chosen: dict[int, ThreadStack | None] = {}
-    thread_name: dict[tuple[int, ...], str] = {}
+    thread_name: dict[tuple[tuple[int, ...], bool], str] = {}
     convert = it.path
     memo = [True, 0]  # in use, hits
 
@@ -503,22 +515,25 @@ def merge(dumps: Sequence[ProcessDump], *, lines: bool = False,
 
     has_comm = it.has_comm
     for m, d in by_member.items():
-        t, path = _thread_of_interest(d.threads, path_of, has_comm)
+        t, path, joined = _thread_of_interest(d.threads, path_of, has_comm)
         chosen[m] = t
-        members = groups.get(path)
+        key = (path, joined)
+        members = groups.get(key)
         if members is None:
-            members = groups[path] = []
-            thread_name[path] = t.name if t is not None else ""
+            members = groups[key] = []
+            thread_name[key] = t.name if t is not None else ""
         members.append(m)
         status_of[m] = t.status if t is not None else "unknown"
 
     # Collapse line-level paths into classes.
-    classes_by: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+    # A member whose main thread has left the script is in a class of its own.
+    classes_by: dict[tuple[tuple[int, ...], bool], list[tuple[tuple[int, ...], bool]]] = {}
     paths: dict[int, tuple[int, ...]] = {}
     kpaths: dict[int, tuple[int, ...]] = {}
-    for kpath, members in groups.items():
+    for key, members in groups.items():
+        kpath, joined = key
         fpath = it.fids(kpath)
-        classes_by.setdefault(kpath if lines else fpath, []).append(kpath)
+        classes_by.setdefault((kpath if lines else fpath, joined), []).append(key)
         paths.update(dict.fromkeys(members, fpath))
         kpaths.update(dict.fromkeys(members, kpath))
 
@@ -531,16 +546,16 @@ def merge(dumps: Sequence[ProcessDump], *, lines: bool = False,
                      interner=it, kpaths=kpaths, duplicates=tuple(sorted(duplicates)))
 
 
-def _make_class(kpaths: list[tuple[int, ...]], groups, thread_name, status_of,
+def _make_class(keys: list[tuple[tuple[int, ...], bool]], groups, thread_name, status_of,
                 it: Interner) -> StackClass:
-    kpaths.sort(key=lambda p: min(groups[p]))
-    first = kpaths[0]
+    keys.sort(key=lambda k: min(groups[k]))
+    first, joined = keys[0]
     fpath = it.fids(first)
-    members = sorted(m for p in kpaths for m in groups[p])
+    members = sorted(m for k in keys for m in groups[k])
     op = _op_index(fpath, it.tier_of)
     teardown = op is not None and any(it.fname[f] in TEARDOWN for f in fpath[:op + 1])
     frames = tuple([it.frame_of[k] for k in first])
-    leaving = left_script(thread_name[first], frames)
+    leaving = left_script(thread_name[keys[0]], frames)
     site = from_entry = None
     if op is not None:
         site = op - 1
@@ -553,18 +568,18 @@ def _make_class(kpaths: list[tuple[int, ...]], groups, thread_name, status_of,
     cut = (op + 1) if op is not None else len(first)
     line_of = it.line_of
     by_site: dict[tuple[int, ...], list[int]] = {}
-    for p in kpaths:
-        by_site.setdefault(tuple([line_of[k] for k in p[:cut]]), []).extend(groups[p])
+    for key in keys:
+        by_site.setdefault(tuple([line_of[k] for k in key[0][:cut]]), []).extend(groups[key])
     sites = sorted((s, tuple(sorted(ms))) for s, ms in by_site.items())
     return StackClass(
         members=tuple(members),
         frames=frames,
         fids=fpath,
-        thread=thread_name[first],
+        thread=thread_name[keys[0]],
         active=tuple(m for m in members if status_of[m].startswith("active")),
         idle=tuple(m for m in members if status_of[m] == "idle"),
         op_index=op, teardown=teardown or leaving, sites=tuple(sites), site_index=site,
-        from_entry=bool(from_entry), exiting=leaving)
+        from_entry=bool(from_entry), exiting=leaving or joined, joined=joined)
 
 
 def _at_entry(fpath: tuple[int, ...], site: int, it: Interner) -> bool:
@@ -580,29 +595,33 @@ def _at_entry(fpath: tuple[int, ...], site: int, it: Interner) -> bool:
 
 
 def _thread_of_interest(threads, path_of, has_comm):
-    """``choose_thread`` on kid paths (computed once per thread, reused for the merge)."""
+    """``choose_thread`` on kid paths (computed once per thread, reused for the merge), and
+    whether the thread chosen waits while the main thread has left the script."""
     if not threads:
-        return None, ()
+        return None, (), False
     if len(threads) == 1:
-        return threads[0], path_of(threads[0].frames)
+        return threads[0], path_of(threads[0].frames), False
     main = main_path = None
+    left = False
     for t in threads:
         if t.name == "MainThread":
             main = t
             main_path = path_of(t.frames)
-            if has_comm(main_path) or exiting(t):
-                return t, main_path
+            if has_comm(main_path):
+                return t, main_path, False
+            left = exiting(t)
             break
     for t in threads:
         if t is not main and _python(t):
             p = path_of(t.frames)
             if has_comm(p):
-                return t, p
+                return t, p, left
     if main is not None:
-        busy = _busy_helper(threads, main)
-        return (busy, path_of(busy.frames)) if busy is not None else (main, main_path)
+        busy = None if left else _busy_helper(threads, main)
+        return (busy, path_of(busy.frames), False) if busy is not None else \
+            (main, main_path, False)
     t = next((t for t in threads if t.frames), threads[0])
-    return t, path_of(t.frames)
+    return t, path_of(t.frames), False
 
 
 def _op_index(fpath: tuple[int, ...], tier_of: list[int]) -> int | None:

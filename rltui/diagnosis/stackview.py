@@ -135,7 +135,7 @@ def pattern_source(report: StackReport) -> str:
 
 def pattern_name(report: StackReport) -> str:
     """The header's first words: ``Pattern B: collective mismatch``, ``No hang`` ..."""
-    if report.pattern == "A" and report.missing_ranks and not any(
+    if report.pattern == "A" and (report.missing_ranks or report.missing_pids) and not any(
             c.teardown or c.exiting for c in report.classes):
         # nobody is in cleanup: the ranks wait for one that is gone (crashed, killed, exited)
         return "Pattern A: a rank left"

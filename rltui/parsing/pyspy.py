@@ -27,6 +27,7 @@ import msgspec
 from rltui.model import ERROR, Frame, ProcessDump, ThreadStack, replace
 from rltui.parsing import stacktext
 from rltui.parsing.stackframes import (  # noqa: F401 - API
+    CUT,
     ELIDED,
     KEEP_INNER,
     KEEP_OUTER,

@@ -14,6 +14,9 @@ from rltui.model import Frame
 KEEP_INNER = 800
 KEEP_OUTER = 200
 ELIDED = "<frames elided>"  # name of the marker frame; its filename says how many
+# Name of the marker frame at the outer end of a thread whose dump was cut short in its frames
+# (the text ends mid-line): the frames beyond it, up to the script's entry, are unknown.
+CUT = "<frames cut off>"
 MAX_THREADS = 4096  # per process; a torch process has ~150, more means garbage or a fork bomb
 MAX_PROBLEMS_PER_SOURCE = 8
 

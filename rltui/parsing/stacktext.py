@@ -284,6 +284,12 @@ class _Reader:
         for d in ch.shared:
             d.sink.add(frame)
 
+    def _cut(self, ch: _Channel) -> None:
+        """The text ends inside this thread's frames: its outermost frames are lost, so the
+        thread ends in a marker saying so rather than in whatever frame came last (a
+        ``shutdown`` called from the loop would read as a script already left)."""
+        self._add(ch, Frame(sf.CUT, "", 0))
+
     def _py_spy_frame(self, s: str) -> Frame | None:
         """The frame of a stripped py-spy frame line, one object per distinct line: ranks
         running the same code print the same lines, and parsing each once keeps a dump of
@@ -311,10 +317,15 @@ class _Reader:
             if cur.faulthandler:
                 m = _FH_FRAME.match(s)
                 if m:
-                    if not last_cut:
+                    if last_cut:
+                        self._cut(ch)
+                    else:
                         self._add(ch, (m.group(3).strip(), m.group(1), int(m.group(2))))
                     return True
                 if s in ("<no Python frame>", "..."):
+                    return True
+                if last_cut and line[:1] in " \t":
+                    self._cut(ch)  # an indented frame line cut before its function's name
                     return True
             else:
                 indent = len(line) - len(line.lstrip(" \t"))
@@ -325,7 +336,9 @@ class _Reader:
                 else:
                     frame = _bare_frame(s)
                 if frame is not None:
-                    if not last_cut:
+                    if last_cut:
+                        self._cut(ch)
+                    else:
                         cur.frame_indent = cur.frame_indent or indent
                         self._add(ch, frame)
                     return True
@@ -333,7 +346,8 @@ class _Reader:
                     return True
                 if indent:
                     if last_cut:
-                        return True  # reported as a cut-off file
+                        self._cut(ch)  # reported as a cut-off file
+                        return True
                     if not s.startswith(("Thread ", "Process ")):
                         ch.pending, ch.pending_at = line, at  # maybe wrapped: joined later
                         return True

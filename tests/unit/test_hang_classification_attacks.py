@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from rltui.diagnosis.hangs import absent_ranks, stack_report
-from rltui.diagnosis.stacks import HANG, WORKING, classify
+from rltui.diagnosis.stacks import HANG, WORKING, classify, report_json, symptoms
 from rltui.diagnosis.stacktree import choose_thread, comm_tier, exiting
 from rltui.model import (
     CRASHED,
@@ -292,11 +292,28 @@ def _ray_train_worker(rank: int, line: int) -> ProcessDump:
                    "'TrainingThread(...)'; computing, it is now the thread read (not Ray's idle "
                    "MainThread), but two samples in the same function at other lines read as a "
                    "busy loop in forward (a long computation in one function looks the same "
-                   "from outside; hang-patterns.md): only the steps can tell it progresses")
+                   "from outside; hang-patterns.md): only the steps can tell it progresses. "
+                   "Left open: these stacks are those of a user's spin loop (a function of the "
+                   "user's on CPU at two lines, test_stacks_classify's busy-loop tests, the real "
+                   "torch-gloo busy-loop dumps), which must stay a busy loop; the busy loop is "
+                   "a warning until the steps stall, and advancing steps rule it out")
 def test_ray_train_worker_computing_in_its_training_thread_is_not_hung():
     rep = classify([[_ray_train_worker(r, 100) for r in range(4)],
                     [_ray_train_worker(r, 130) for r in range(4)]])
     assert rep.verdict != HANG
+
+
+def test_ray_train_worker_computing_with_steps_advancing_is_not_hung():
+    rep = classify([[_ray_train_worker(r, 100) for r in range(4)],
+                    [_ray_train_worker(r, 130) for r in range(4)]], steps_stalled=False)
+    assert rep.verdict != HANG
+
+
+def test_ray_train_worker_computing_without_steps_is_an_unconfirmed_busy_loop():
+    rep = classify([[_ray_train_worker(r, 100) for r in range(4)],
+                    [_ray_train_worker(r, 130) for r in range(4)]])
+    assert not rep.confirmed and "check that the steps stalled" in rep.explanation
+    assert symptoms(rep)[0].severity == "warning"
 
 
 def test_pid_only_saved_dumps_beside_rank_logs_mark_no_rank_missing():
@@ -321,16 +338,37 @@ def _dcp_exit(rank: int) -> ProcessDump:
     return dump(rank, main, extra=(saver,))
 
 
-@pytest.mark.xfail(strict=True, reason="every rank's main thread is in threading._shutdown "
-                   "joining a non-daemon thread (an async checkpoint's executor) that waits in "
-                   "all_gather_object: each rank is taken as exiting and the verdict is 'teardown "
-                   "only' (pattern A, 'the other ranks are not in the dump', with all 4 of 4 "
-                   "present); the rank still takes part in that collective: pattern C on the "
-                   "executor thread")
 def test_exiting_main_joining_a_thread_in_a_collective_is_that_collective():
+    # Every rank's main thread is in threading._shutdown joining a non-daemon thread (an async
+    # checkpoint's executor) that waits in all_gather_object: the rank still takes part in that
+    # collective (pattern C on the executor thread), not 'teardown only'.
     rep = classify([[_dcp_exit(r) for r in range(4)]] * 2, world_size=4)
     assert rep.pattern == "C"
     assert rep.classes[0].thread == "ThreadPoolExecutor-0_0"
+    assert rep.classes[0].exiting and not rep.classes[0].teardown
+    assert "The main thread of ranks 0-3 has left the script" in rep.explanation
+    assert choose_thread(_dcp_exit(0).threads).name == "ThreadPoolExecutor-0_0"
+
+
+def test_an_exiting_rank_whose_thread_waits_elsewhere_than_the_loop_is_the_one_that_left():
+    # Rank 3's script is done and its executor waits in the checkpoint's gather; ranks 0-2 are
+    # still in the loop's all_reduce, which rank 3 will never call.
+    rep = classify([waiting() + [_dcp_exit(3)]] * 2, world_size=4)
+    assert rep.pattern == "A" and rep.suspect_ranks == (3,)
+    assert rep.title == "rank 3 is exiting; ranks 0-2 wait for it in all_reduce"
+    assert "its thread 'ThreadPoolExecutor-0_0' still waits in gather_object" \
+        in rep.explanation
+
+
+def test_an_exiting_rank_in_the_collective_the_others_wait_in_is_no_culprit():
+    # Ranks 0-2 are still in the loop, their executor in the same gather as rank 3's.
+    def in_loop(rank: int) -> ProcessDump:
+        d = _dcp_exit(rank)
+        return replace(d, threads=(thread(IDLE_MAIN), d.threads[1]))
+    rep = classify([[in_loop(r) for r in range(3)] + [_dcp_exit(3)]] * 2, world_size=4)
+    assert rep.pattern == "C" and rep.suspect_ranks == ()
+    assert [c.exiting for c in rep.classes] == [False, True]
+    assert "ranks 0-3: thread 'ThreadPoolExecutor-0_0'" in rep.explanation
 
 
 def test_teardown_only_does_not_claim_undumped_ranks_when_the_world_is_complete():
@@ -338,15 +376,17 @@ def test_teardown_only_does_not_claim_undumped_ranks_when_the_world_is_complete(
     assert "not in the dump" not in rep.title
 
 
-@pytest.mark.xfail(strict=True, reason="a crashed dump without a rank (faulthandler in a log "
-                   "with no rank label) is dropped and nothing is missing, so pids 100-101 in "
-                   "all_reduce make pattern C; the process that died is what the others wait "
-                   "for: pattern A")
 def test_a_pid_only_crashed_dump_still_means_a_process_left():
+    # A crashed dump without a rank (faulthandler in a log with no rank label): the process
+    # that died is what the others wait for, shown by pid.
     crash = replace(dump(None, ALL_REDUCE, status="", pid=102), status=CRASHED,
                     message="Fatal Python error: Segmentation fault")
     rep = classify([dump(None, ALL_REDUCE, pid=100), dump(None, ALL_REDUCE, pid=101), crash])
     assert rep.pattern == "A"
+    assert rep.title == "pid 102 exited; pids 100,101 wait for it in all_reduce"
+    assert rep.missing_pids == (102,) and rep.missing_ranks == ()
+    assert report_json(rep)["missing_pids"] == [102]
+    assert any(e.startswith("pid 102 missing") for e in symptoms(rep)[0].evidence)
 
 
 def test_wandb_atexit_cleanup_is_an_exiting_rank():
@@ -387,12 +427,10 @@ def test_an_empty_main_thread_is_exiting():
     assert rep.pattern == "A" and rep.suspect_ranks == (3,)
 
 
-@pytest.mark.xfail(strict=True, reason="a dump cut short (the file ends mid-line, reported) "
-                   "whose last whole frame is ThreadPoolExecutor.shutdown, called from a "
-                   "checkpoint save in the loop, is taken as a main thread that left the script: "
-                   "'rank 3 is exiting'; with <module> cut off the outermost frame is unknown, "
-                   "so no exit can be read from it (pattern B, rank 3 idle outside)")
 def test_a_dump_cut_short_after_a_shutdown_call_is_not_exiting():
+    # The file ends mid-line (reported) after ThreadPoolExecutor.shutdown, called from a
+    # checkpoint save in the loop: with <module> cut off the outermost frame is unknown, so no
+    # exit can be read from it (pattern B, rank 3 idle outside).
     cut = pyspy(1003, 'Thread 1003 (idle): "MainThread"\n'
                       '    _wait_for_tstate_lock (threading.py:1167)\n'
                       '    join (threading.py:1147)\n'
@@ -401,6 +439,7 @@ def test_a_dump_cut_short_after_a_shutdown_call_is_not_exiting():
     rep = classify(waiting() + [ranked(cut, 3)])
     assert not any(c.exiting for c in rep.classes)
     assert "exiting" not in rep.title
+    assert rep.pattern == "B" and rep.suspect_ranks == (3,)
 
 
 def test_pandas_reduce_is_no_pipeline_wait():

@@ -135,3 +135,12 @@ def test_saved_dumps_add_no_py_spy_command():
     base = _inputs()
     poll = replace(base.snapshot.stacks[-1], command="saved dumps in dumps/", trigger="saved")
     assert incident.stack_commands(replace(base.snapshot, stacks=(poll,))) == []
+
+
+def test_a_crashed_process_without_a_rank_is_listed_by_pid():
+    crash = ProcessDump(pid=777, status="crashed", message="Fatal Python error: Aborted",
+                        threads=_dump(0, "all_reduce", 40).threads)
+    dumps = [ProcessDump(pid=p, threads=_dump(0, "all_reduce", 40).threads) for p in (5, 6)]
+    md = incident.to_markdown(incident.build(_inputs(stacks=classify([*dumps, crash]))))
+    assert "Missing from the dump (exited): pids 777" in md
+    assert "Missing from the dump (exited): ranks" not in md

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from rltui.diagnosis.stacktree import choose_thread
 from rltui.model import ERROR, Frame, ProcessDump, ThreadStack
 from rltui.parsing.pyspy import (
+    CUT,
     ELIDED,
     KEEP_INNER,
     KEEP_OUTER,
@@ -175,10 +176,32 @@ def test_bad_files_give_a_reason_and_no_dump(name, reason):
 
 def test_truncated_text_keeps_the_frames_before_the_cut():
     dumps, problems = parse_any((STACKS / "bad/truncated.txt").read_text(), "truncated.txt")
+    # The frames beyond the cut are unknown: a marker, not the last whole frame, ends the stack.
     assert [f.name for f in dumps[0].threads[0].frames] == \
-        ["recv_object_list", "PipelineSchedule._shape_inference", "PipelineSchedule.step"]
+        ["recv_object_list", "PipelineSchedule._shape_inference", "PipelineSchedule.step", CUT]
     assert problems == [("truncated.txt: the file ends mid-line (cut short?); its last line was "
                          "skipped")]
+
+
+FH_HEAD = ('Current thread 0x00007f1c2a4b3740 (most recent call first):\n'
+           '  File "/opt/job/ckpt.py", line 88 in save\n')
+
+
+@pytest.mark.parametrize("text, frames", [
+    # faulthandler, cut inside a frame line, before and after its function's name
+    (FH_HEAD + '  File "/opt/job/train.py", li', ["save", CUT]),
+    (FH_HEAD + '  File "/opt/job/train.py", line 50 in train_st', ["save", CUT]),
+    # py-spy, a frame line cut before its file
+    ('Thread 7 (idle): "MainThread"\n    save (ckpt.py:88)\n    train_step (tr',
+     ["save", CUT]),
+    # cut in the next thread's header: the thread before it is whole
+    ('Thread 7 (idle): "MainThread"\n    save (ckpt.py:88)\n    <module> (train.py:9)\n'
+     'Thread 8 (id', ["save", "<module>"]),
+])
+def test_a_stack_cut_in_its_frames_ends_in_a_cut_marker(text, frames):
+    dumps, problems = parse_any(text, "cut.txt")
+    assert [f.name for f in dumps[0].threads[0].frames] == frames
+    assert any("ends mid-line" in p for p in problems)
 
 
 def test_truncated_json_recovers_whole_threads():
