@@ -324,6 +324,26 @@ async def test_missing_and_unreadable_ranks_are_listed():
         assert s.left == Side(member=0)
 
 
+async def test_a_process_of_no_rank_that_crashed_is_listed_missing_by_pid():
+    """Dumps of processes with no rank (faulthandler in logs with no rank label), one of
+    them a crash: the compare screen lists pid 102 as missing (exited), not only the title."""
+    from rltui.model import CRASHED, Frame, ThreadStack
+    wait = (Frame("all_reduce", "torch/distributed/distributed_c10d.py", 2501),
+            Frame("train", "train.py", 40), Frame("<module>", "train.py", 90))
+    dumps = [ProcessDump(pid=p, threads=(ThreadStack(thread_id=1, name="MainThread", status="idle",
+                                                     frames=wait),)) for p in (100, 101)]
+    crash = ProcessDump(pid=102, status=CRASHED, message="Fatal Python error: Segmentation fault",
+                        threads=(ThreadStack(thread_id=1, name="MainThread", status="idle",
+                                             frames=wait),))
+    report = classify([*dumps, crash])
+    app = build_stacks_app(report, source_lines=fake_source)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await pilot.pause()
+        s = screen_of(app)
+        assert "Missing (exited, no stack): pid 102" in plain(s.summary_pane.body.content)
+        assert s.class_pane.table.get_cell("missing", "ranks").text == "pid 102"
+
+
 async def test_theme_change_repaints_with_the_new_palette():
     app = stacks_app("collective-mismatch")
     async with app.run_test(size=(80, 24)) as pilot:

@@ -28,7 +28,6 @@ from rltui.diagnosis.stackview import (
     members_text,
     pending_kinds,
 )
-from rltui.rankset import compact
 from rltui.ui.themes import Palette
 from rltui.ui.widgets.cells import Cell
 from rltui.ui.widgets.stack_table import StackPane, rest
@@ -103,11 +102,11 @@ class StackClassPane(StackPane):
                     rows[key] = KindRow(c, members_text(members), len(members), members,
                                         texts, p.waiting, j == len(shown) - 1)
         report = view.report
-        if report.missing_ranks:
-            rows[MISSING] = NoStackRow("-", compact(report.missing_ranks),
-                                       len(report.missing_ranks), "exited",
-                                       "no stack: missing from the dump (exited?)",
-                                       tuple(report.missing_ranks))
+        # ranks missing from the dump, and processes of no rank whose crash dump says they left
+        gone = (*report.missing_ranks, *(-1 - p for p in report.missing_pids))
+        if gone:
+            rows[MISSING] = NoStackRow("-", members_text(gone), len(gone), "exited",
+                                       "no stack: missing from the dump (exited?)", gone)
         tree = view.tree
         unreadable = tree.unreadable if tree is not None else ()
         by_status: dict[str, list] = {}

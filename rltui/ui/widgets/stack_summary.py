@@ -15,6 +15,7 @@ from textual.events import Resize
 from textual.widgets import Static
 
 from rltui.diagnosis.stacks import StackReport
+from rltui.diagnosis.stackview import members_text
 from rltui.rankset import label
 from rltui.ui.themes import Palette
 
@@ -28,9 +29,11 @@ def summary_text(report: StackReport, palette: Palette, problems: Sequence[str] 
     if report.hang and not report.confirmed:
         out.append("\nOne sample only: dump again to confirm that the stacks do not move.",
                    style=palette.info)
-    if report.missing_ranks:
+    if report.missing_ranks or report.missing_pids:
         out.append("\nMissing (exited, no stack): ", style=f"bold {palette.bad}")
-        out.append(label(report.missing_ranks), style=palette.bad)
+        out.append(", ".join(([label(report.missing_ranks)] if report.missing_ranks else [])
+                             + ([members_text(-1 - p for p in report.missing_pids)]
+                                if report.missing_pids else [])), style=palette.bad)
     tree = report.tree
     unreadable = tree.unreadable if tree is not None else ()
     if unreadable:
