@@ -17,7 +17,7 @@ This package imports only the standard library and ``rltui.model``.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 
 import msgspec
@@ -101,15 +101,31 @@ def _drivers() -> tuple[tuple[str, re.Pattern[str]], ...]:
 
 def framework_in_cmdline(cmdline: Sequence[str]) -> str:
     """The RL framework whose entry point a command line runs (``python3 -m
-    verl.trainer.main_ppo``, ``torchrun ... -m areal...``), or "unknown". Flags and
-    ``key=value`` overrides are skipped: a path in an override names no program."""
-    for a in cmdline:
-        if a.startswith("-") or "=" in a:
-            continue
+    verl.trainer.main_ppo``, ``torchrun ... -m areal...``, ``ray job submit -- python3 -m
+    openrlhf...``), or "unknown"."""
+    for program in _programs(cmdline):
         for name, regex in _drivers():
-            if regex.search(a):
+            if regex.search(program):
                 return name
     return "unknown"
+
+
+def _programs(cmdline: Sequence[str]) -> Iterator[str]:
+    """What a command line runs: each module after ``-m`` (``-mname``, deepspeed's
+    ``--module``) and each ``.py`` script, wherever a launcher puts them. The rest names no
+    program: a flag's value (``--save_path /ckpt/openrlhf/run``), a ``key=value`` override, the
+    interpreter's own path (a venv inside a checkout)."""
+    module_next = False
+    for a in cmdline:
+        if module_next:
+            module_next = False
+            yield a
+        elif a in ("-m", "--module"):
+            module_next = True
+        elif a.startswith("-m") and not a.startswith("--"):
+            yield a[2:]
+        elif a.endswith(".py") and not a.startswith("-") and "=" not in a:
+            yield a
 
 
 def framework_in_traceback(text: str) -> str:

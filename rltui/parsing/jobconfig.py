@@ -63,6 +63,9 @@ _CASTS = ("int", "float", "str", "bool", "json_str")
 _SWEEP_FUNCS = ("choice", "range", "interval", "glob", "sort", "shuffle", "tag", "extend_list")
 
 
+MAX_NESTING = 32  # brackets, braces and casts in one override value: far past any real one
+
+
 class _BadValue(ValueError):
     pass
 
@@ -231,13 +234,17 @@ def _split_top(text: str, sep: str) -> list[str]:
     return parts
 
 
-def _element(text: str) -> Any:
+def _element(text: str, depth: int = 0) -> Any:
+    if depth > MAX_NESTING:
+        # any process's command line is read (the OOM advice): a hostile one nested thousands
+        # deep would exceed Python's recursion limit, each level re-reading the text
+        raise _BadValue(f"nested deeper than {MAX_NESTING} levels")
     text = text.strip()
     if text.startswith("[") and text.endswith("]"):
         inner = text[1:-1].strip()
         if not inner:
             return []
-        return [_element(p) for p in _split_top(inner, ",")]
+        return [_element(p, depth + 1) for p in _split_top(inner, ",")]
     if text.startswith("{") and text.endswith("}"):
         inner = text[1:-1].strip()
         out: dict[Any, Any] = {}
@@ -247,7 +254,7 @@ def _element(text: str) -> Any:
             k, sep, v = _partition_top(item, ":")
             if not sep:
                 raise _BadValue(f"dictionary item {item.strip()!r} has no ':'")
-            out[_primitive(k.strip())] = _element(v)
+            out[_primitive(k.strip())] = _element(v, depth + 1)
         return out
     m = re.match(r"^([A-Za-z_]\w*)\s*\((.*)\)$", text, re.DOTALL)
     if m and not text.startswith(("'", '"')):
@@ -255,7 +262,7 @@ def _element(text: str) -> Any:
         if name in _SWEEP_FUNCS:
             raise _BadValue(f"{name}(...) is a sweep; a single run cannot hold it")
         if name in _CASTS:
-            return _cast(name, _element(inner) if inner.strip() else "")
+            return _cast(name, _element(inner, depth + 1) if inner.strip() else "")
     return _primitive(text)
 
 

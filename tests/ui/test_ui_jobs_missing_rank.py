@@ -172,3 +172,33 @@ async def test_the_rank_log_screen_shows_its_own_job_s_lines_only(tmp_path):
         await pilot.pause()
         assert isinstance(app.screen, LogFileScreen)
         assert {entry.path for entry in app.screen.log_view.buffer.entries} == {DEMO_RANK2}
+
+
+async def test_the_rank_log_screen_keeps_its_job_when_the_focus_changes(tmp_path):
+    """Opened (palette, `o` with a rank filter) while the pane shows the crash job alone, the
+    rank-2 log is the crash job's; `j` to the demo job, then back to all jobs, while it stays
+    open must not pour the demo job's rank-2 lines into it, nor retitle it with that file."""
+    scenario = two_jobs_one_missing_rank(tmp_path / "scenario")
+    played = bundle(scenario)
+    played.player.paused = True
+    app = build_app(played, Settings(theme="dark"), config_path=tmp_path / "config.yaml")
+    async with app.run_test(size=(200, 60)) as pilot:
+        app.action_step()
+        await pilot.pause()
+        crash, demo = sorted(v.job.id for v in app.latest.jobs if v.job is not None)
+        assert crash.startswith("crash") and demo.startswith("demo")
+        app.show_job(crash)
+        app.open_log(2)  # no path: the rank's job is the one shown alone
+        await pilot.pause()
+        assert isinstance(app.screen, LogFileScreen)
+        screen = app.screen
+        assert {entry.path for entry in screen.log_view.buffer.entries} == {CRASH_RANK2}
+        for focus in (demo, "*"):
+            app.show_job(focus)
+            for _ in range(2):  # the demo job's rank 2 steps on every second
+                app.action_step()
+            await pilot.pause()
+            assert app.screen is screen
+            assert {entry.path for entry in screen.log_view.buffer.entries} == {CRASH_RANK2}
+            title = str(screen.title_bar.render())
+            assert CRASH_RANK2 in title and DEMO_RANK2 not in title, title

@@ -109,6 +109,17 @@ def test_sweeps_group_choices_and_bad_keys_are_problems_not_values():
     assert "unterminated quote" in problems[6]
 
 
+@pytest.mark.parametrize("value", ["[" * 5000 + "]" * 5000, "{a:" * 3000 + "1" + "}" * 3000,
+                                   "int(" * 3000 + "1" + ")" * 3000],
+                         ids=["lists", "dicts", "casts"])
+def test_a_value_nested_beyond_reason_is_a_problem_not_a_crash(value):
+    """A hostile command line (any process's, read for the OOM advice and the triage): nesting
+    deeper than Python's recursion allows is reported like any bad value."""
+    found, problems = parse_overrides([*VERL, f"a.b={value}", "ok=1"])
+    assert found == [("set", "ok", 1)]
+    assert len(problems) == 1 and "nested" in problems[0]
+
+
 def test_list_index_keys_are_keys():
     assert overrides("trainer.logger.0=console") == [("set", "trainer.logger.0", "console")]
 

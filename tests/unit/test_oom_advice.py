@@ -14,7 +14,7 @@ from rltui import jobs
 from rltui.diagnosis.logs import cuda_oom
 from rltui.diagnosis.oom.advice import job_framework, next_steps
 from rltui.diagnosis.thresholds import Thresholds
-from rltui.frameworks import FRAMEWORKS, by_name
+from rltui.frameworks import FRAMEWORKS, by_name, framework_in_cmdline
 from rltui.frameworks import areal as areal_facts
 from rltui.frameworks import openrlhf as openrlhf_facts
 from rltui.frameworks import verl as verl_facts
@@ -188,6 +188,64 @@ def test_a_user_script_with_verl_s_overrides_is_a_verl_job():
     assert job_framework(snap([proc(cmdline)])) == "verl"
     # an override of one key of no framework's config says nothing
     assert job_framework(snap([proc(("python", "train.py", "model.lr=1e-5"))])) == "unknown"
+
+
+# -- command lines as they run: wrappers and launchers; and what is not the program -------------------
+
+RAY = ("/usr/bin/python3", "/usr/local/bin/ray", "job", "submit", "--address",
+       "http://127.0.0.1:8265", "--runtime-env-json", '{"working_dir": "/root/verl"}', "--")
+
+
+@pytest.mark.parametrize(("cmdline", "name"), [
+    ((*RAY, "python3", "-m", "verl.trainer.main_ppo", "data.train_batch_size=256"), "verl"),
+    ((*RAY, "python3", "-m", "openrlhf.cli.train_ppo_ray", "--pretrain",
+      "OpenRLHF/Llama-3-8b-sft-mixture"), "openrlhf"),
+    (("python3", "/home/u/verl/verl/trainer/main_ppo.py", "trainer.nnodes=1"), "verl"),
+    (("python3", "-u", "-mverl.trainer.main_ppo"), "verl"),
+    (("torchrun", "--nnodes", "2", "--rdzv-endpoint", "10.0.0.1:29500", "-m",
+      "verl.trainer.fsdp_sft_trainer"), "verl"),
+    (("deepspeed", "--num_gpus", "8", "--module", "openrlhf.cli.train_sft", "--max_len", "2048"),
+     "openrlhf"),
+    (("python3", "-m", "areal.launcher.ray", "examples/math/gsm8k_grpo.py", "--config",
+      "examples/math/gsm8k_grpo.yaml"), "areal"),
+], ids=["ray job submit verl", "ray job submit openrlhf", "verl script", "-mverl", "torchrun -m",
+        "deepspeed --module", "areal on ray"])
+def test_real_command_lines_name_their_framework(cmdline, name):
+    assert framework_in_cmdline(cmdline) == name
+
+
+@pytest.mark.parametrize("cmdline", [
+    ("python", "train.py", "--save_path", "/ckpt/openrlhf/run1"),
+    ("torchrun", "--nproc-per-node", "8", "train.py", "--data", "/data/verl/trainer/gsm8k.jsonl"),
+    ("python", "pretrain.py", "--run-name", "main_ppo"),
+    ("/home/u/openrlhf/.venv/bin/python", "train.py"),
+], ids=["a flag's path", "a flag's path under torchrun", "a flag's word", "the interpreter's path"])
+def test_only_the_program_names_the_framework(cmdline):
+    """A plain script whose flag values or interpreter path happen to hold a framework's folder
+    or entry point's name is no job of that framework: no keys of it in the advice."""
+    assert framework_in_cmdline(cmdline) == "unknown"
+    text = advice(snap([proc(cmdline)]))
+    keys = {key for fw in FRAMEWORKS if fw.oom is not None for key in knob_keys(fw.name)}
+    assert sorted(k for k in keys if k in text) == []
+
+
+def test_a_hostile_command_line_names_nothing():
+    """Huge, with control characters, NUL and undecodable bytes (as psutil hands them over),
+    an override nested thousands deep."""
+    cmdline = ("python", "train.py", *(["--x", "a" * 10_000] * 500),
+               "\x00\x1b[31mverl.trainer.\udcff", f"a.b={'[' * 5000}{']' * 5000}", "-m")
+    assert framework_in_cmdline(cmdline) == "unknown"
+    assert job_framework(snap([proc(cmdline)])) == "unknown"  # its overrides read too
+    assert "micro batch size" in advice(snap([proc(cmdline)]))
+
+
+def test_no_secret_of_a_command_line_reaches_the_symptom():
+    """The advice names keys from the registry, never a value of the job's command line."""
+    secrets = ("hf_SeCrEtToKeN0123456789abcdefghij", "wandb0123456789abcdef0123456789abcdef01")
+    cmdline = (*OPENRLHF, "--hf_token", secrets[0], f"--wandb_key={secrets[1]}")
+    (symptom,) = cuda_oom(snap([proc(cmdline)]), [], Thresholds())
+    assert openrlhf_facts.MICRO_TRAIN in "\n".join(symptom.next_steps)
+    assert not any(secret in repr(symptom) for secret in secrets)
 
 
 # -- two jobs on one node: each job's view its own framework ------------------------------------------

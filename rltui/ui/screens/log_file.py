@@ -16,6 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from rltui.logbook import LogBook, TaggedLine
+from rltui.model import NodeSnapshot
 from rltui.scrub import printable
 from rltui.ui.messages import View
 from rltui.ui.widgets.log_buffer import MAX_BATCH
@@ -47,6 +48,9 @@ class LogFileScreen(Screen):
         self.log_view = LogView(tags=False, line_numbers=True, can_open=False,
                                 id="log-file-view")
         self._seq = 0
+        self._job: str | None = None  # several jobs: the rank's job, told once (_scope)
+        self._snap: NodeSnapshot | None = None  # that job's own snapshot, as last read
+        self._files: frozenset[str] | None = None  # its log files
         self._first_view = view
         self.line = line
 
@@ -89,31 +93,36 @@ class LogFileScreen(Screen):
     def _take(self, lines: list[TaggedLine], view: View) -> None:
         if lines:
             self._seq = lines[-1].seq
-        index = log_index(view.snapshot)
-        rank_of = index.rank_of_path
         scope = self._scope(view)
+        # the rank's job's own logs (which file is whose rank, their events), else the view's
+        snap = self._snap if self._snap is not None else view.snapshot
+        index = log_index(snap)
+        rank_of = index.rank_of_path
         mine = [t for t in lines if self._mine(t, rank_of, scope)]
-        self.log_view.feed(mine, rank_of, view.snapshot.logs, view.palette)
+        self.log_view.feed(mine, rank_of, snap.logs, view.palette)
         self.title_bar.update(self._title(view, index, scope))
 
     def _scope(self, view: View) -> frozenset[str] | None:
         """Several jobs on the node: the log files of this rank's job (rank numbers repeat
         from job to job; rank 2 of one job is not rank 2 of the other). The job is the one whose
-        logs hold ``path`` (opened from a row or an evidence line), else the job shown alone.
-        None: every file of the rank number (one job, or no way to tell)."""
+        logs hold ``path`` (opened from a row or an evidence line), else the job shown alone;
+        once told, it stays this screen's (``j`` to another job or to all jobs while it is open
+        changes nothing here), its files read again at each evaluation (a file it starts later
+        joins). None: every file of the rank number (one job, or no way to tell)."""
         if self.rank is None:
             return None
         jobs = [v for v in view.jobs if v.job is not None]
-        if len(jobs) < 2:
-            return None
-        if self.path is not None:
-            for v in jobs:
-                paths = frozenset(f.path for f in v.snapshot.logs)
-                if self.path in paths:
-                    return paths
-        if view.focus is not None:  # the snapshot is that job's alone
-            return frozenset(f.path for f in view.snapshot.logs)
-        return None
+        if self._job is None and len(jobs) > 1:
+            if self.path is not None:
+                self._job = next((v.key for v in jobs
+                                  if any(f.path == self.path for f in v.snapshot.logs)), None)
+            if self._job is None and view.focus is not None:
+                self._job = view.focus  # the snapshot is that job's alone
+        mine = next((v for v in jobs if v.key == self._job), None)
+        if mine is not None:
+            self._snap = mine.snapshot
+            self._files = frozenset(f.path for f in mine.snapshot.logs)
+        return self._files  # its job gone from the node: the files it had
 
     def _mine(self, t: TaggedLine, rank_of: dict[str, int],
               scope: frozenset[str] | None) -> bool:
