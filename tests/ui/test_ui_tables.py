@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from rltui.ui.widgets.fast_table import FastTable
-from tests.ui.helpers import cell, plain
+from tests.fakes.scenarios import HOST
+from tests.ui.helpers import cell, header_text, plain
 
 
 def header(table: FastTable) -> str:
@@ -141,6 +142,24 @@ async def test_filter_by_stack_class(replay_app):
         pane.filter_input.value = "recv_object"  # a class's name
         await pilot.pause()
         assert ranks_shown(pane.table) == ["0", "1"]
+
+
+@pytest.mark.parametrize("text", [f"node:{HOST}", HOST])
+async def test_filter_by_the_node_the_header_names(replay_app, text):
+    """On one node the rows name no host: the node the header names finds them all."""
+    app = replay_app("rank_exited")
+    async with app.run_test(size=(200, 60)) as pilot:
+        await pilot.press("e")
+        pane = app.main_screen.ranks
+        pane.table.focus()
+        await pilot.press("slash")
+        pane.filter_input.value = text
+        await pilot.pause()
+        assert f"node {HOST}" in header_text(app)
+        assert ranks_shown(pane.table) == [str(r) for r in range(8)]
+        pane.filter_input.value = "node:another-node"
+        await pilot.pause()
+        assert ranks_shown(pane.table) == []
 
 
 async def test_gpu_names_whole_memory_per_process_and_departed_rows(replay_app):

@@ -429,9 +429,12 @@ class RankPane(TablePane):
     # -- the filter (``/``) ---------------------------------------------------------------------
     def facts(self, item: object) -> RowFacts:
         """What the filter reads of a row (rltui.tablefilter)."""
+        # On one node a row names no host: it is on the node the header names, and
+        # node:NAME (or NAME) finds it by that name.
+        here = self._view.snapshot.host if self._view is not None else ""
         if isinstance(item, DepartedRank):
             word = _DEPARTED_STATE.get(item.reason, item.reason)
-            return RowFacts(rank=item.rank, state=word, departed=True, node=_host(item),
+            return RowFacts(rank=item.rank, state=word, departed=True, node=_host(item) or here,
                             stalled=item.rank in self._stalled,
                             role=(item.info.role if item.info else "") or "")
         if isinstance(item, ClusterRank):
@@ -445,7 +448,7 @@ class RankPane(TablePane):
             label, c = found
             where = c.op or c.tip or c.deepest
             number, name = int(label.lstrip("#")), short_name(where.name) if where else ""
-        return RowFacts(rank=item.rank, state=item.state, node=item.host,
+        return RowFacts(rank=item.rank, state=item.state, node=item.host or here,
                         stack_class=number, stack_name=name,
                         stalled=item.rank is not None and item.rank in self._stalled,
                         role=item.role or "")
