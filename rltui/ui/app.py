@@ -23,6 +23,7 @@ from textual.app import App, ScreenStackError, SystemCommand
 from textual.binding import Binding
 from textual.filter import ANSIToTruecolor, LineFilter
 from textual.screen import Screen
+from textual.widgets import Input
 from textual.worker import Worker, WorkerState
 
 from rltui.config import Settings, save_theme
@@ -166,6 +167,14 @@ class RltuiApp(ScreenToasts, Copying, ThemeVariables, App[int]):
         self.report_writer: Callable[[str, dict], tuple[Path, Path]] | None = None
         self.theme = settings.theme if settings.theme in self.themes else "dark"
         self.read_only = False  # READ_ONLY_OFF hidden and inert (build_app)
+
+    @property
+    def escape_to_minimize(self) -> bool:
+        """escape unzooms first, as everywhere, except in a text field (a filter, a search):
+        there it clears the field, and the next escape unzooms."""
+        if isinstance(self.focused, Input):
+            return False
+        return super().escape_to_minimize
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         """Textual's filters less the ANSI-to-truecolor one: every colour rltui paints is
