@@ -3,7 +3,8 @@
 * a log line: the file full screen with the cursor on that line;
 * a stack class: the compare screen with the class under the cursor;
 * a frame: the compare screen with the diff's cursor on the frame, its source below;
-* a rank: the rank table's cursor on the rank's row (the pane zoomed out first).
+* a rank: the rank table's cursor on the rank's row (another pane zoomed out first; where
+  the table is folded, 80x24, it is zoomed to show the row).
 
 Kept out of the app class: the app only routes the symptoms pane's ``OpenEvidence`` here.
 """
@@ -43,6 +44,8 @@ def _select_rank(app: App, ranks: tuple[int, ...]) -> None:
         main.minimize()
     for rank in ranks:
         if pane.select_rank(rank):
+            if pane.folded:  # a short terminal: the row shows zoomed only (escape folds back)
+                main.maximize(pane, container=False)
             pane.table.focus()
             return
     app.notify(f"No row for rank {ranks[0] if ranks else '?'} in the rank table.",

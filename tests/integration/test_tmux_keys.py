@@ -394,10 +394,20 @@ def test_enter_on_evidence_opens_the_log_at_the_line_and_the_ranks_row(rltui):
     app.shows("Evidence  enter opens the log at line 7")
     app.keys("Up")
     app.shows("Evidence  enter opens rank 3's row")
-    # the folded rank line takes the focus, its cursor on rank 3: o opens that rank's log
+    # the folded rank table is zoomed to show the row, its cursor on rank 3
     app.press("Enter", RANKS)
-    app.type("o")
+    screen = app.until(lambda s: rank_rows(s) == [0, 1, 2, 3], "the rank table zoomed")
+    row = next(line for line in screen.splitlines() if re.match(r"[│ ]*3 +1293 ", line))
+    other = next(line for line in screen.splitlines() if re.match(r"[│ ]*2 +1292 ", line))
+    app.until(lambda s: background(app.tmux, row.strip(" │")[:25])
+              != background(app.tmux, other.strip(" │")[:25]), "rank 3's row highlighted")
+    app.type("o")  # that rank's log
     app.shows("rank 3 log", "/var/run/demo/rank3.log")
+    app.keys("Escape")  # back to the zoomed table, and escape folds it again
+    app.until(lambda s: "rank       pid" in s and rank_rows(s) == [0, 1, 2, 3],
+              "the zoomed table again")
+    app.keys("Escape")
+    app.until(lambda s: "rank       pid" not in s and " 4 ranks: " in s, "the folded line")
 
 
 def test_enter_on_evidence_opens_the_rank_row_at_200x60(rltui):
