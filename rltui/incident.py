@@ -12,6 +12,7 @@ fields are only ever added.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -364,6 +365,26 @@ def write_report(folder: str | os.PathLike, doc: Mapping[str, Any]) -> tuple[Pat
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, target)
     return md, js
+
+
+MAX_SAME_NAME = 100  # reports of one second: folder, folder-2, ... folder-100
+
+
+def write_new_report(folder: str | os.PathLike, doc: Mapping[str, Any]) -> tuple[Path, Path]:
+    """Write the report into a new folder: ``folder``, or ``folder-2``, ``folder-3``... when
+    that one exists (the app names folders by the second: two reports in one second must not
+    replace each other). The folder is claimed by creating it, so two writers never share one.
+    Raises OSError as write_report does, or FileExistsError when every name is taken."""
+    base = Path(folder)
+    base.parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, MAX_SAME_NAME + 1):
+        path = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return write_report(path, doc)
+    raise FileExistsError(errno.EEXIST, "every folder name of this second is taken", str(base))
 
 
 def _timeline_md(tl: Mapping[str, Any] | None) -> list[str]:

@@ -635,7 +635,7 @@ def build_app(bundle: Bundle, settings: Settings, config_path: str | Path | None
     (``--job``); ``job_config``, ``model_config``: what the OOM triage reads (--job-config,
     --model-config; without them the job's config is found from its command line, as
     ``rltui oom`` finds it); ``read_only``: the keys of READ_ONLY_OFF off (``rltui serve``)."""
-    from rltui.incident import write_report
+    from rltui.incident import write_new_report
     from rltui.sources.clipboard import save_copy
     from rltui.sources.sourcelines import read_source
 
@@ -645,7 +645,7 @@ def build_app(bundle: Bundle, settings: Settings, config_path: str | Path | None
     # The compare screen shows source lines through this; across nodes the frames' files are
     # on the nodes, and this machine's copy (another version, or none) would mislead.
     app.source_lines = read_source if app.driver.reads_local_files else None
-    app.report_writer = write_report
+    app.report_writer = write_new_report
     try:
         app.report_suggestion = str(Path.cwd())
     except OSError:  # the folder rltui was started in is gone

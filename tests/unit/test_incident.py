@@ -106,6 +106,20 @@ def test_write_report_writes_both_files_and_replaces_an_old_one(tmp_path):
                                                                      "incident.md"]
 
 
+def test_a_new_report_never_replaces_one_of_the_same_second(tmp_path, monkeypatch):
+    """The app names report folders by the second: a second report in that second goes
+    into ``NAME-2``, the first one kept whole."""
+    doc = incident.build(_inputs())
+    first, _ = incident.write_new_report(tmp_path / "reports" / "rep", doc)
+    second, js = incident.write_new_report(tmp_path / "reports" / "rep", {**doc, "host": "n8"})
+    assert first.parent.name == "rep" and second.parent.name == "rep-2"
+    assert json.loads((first.parent / "incident.json").read_text())["host"] == "node-7"
+    assert json.loads(js.read_text())["host"] == "n8"
+    monkeypatch.setattr(incident, "MAX_SAME_NAME", 2)
+    with pytest.raises(FileExistsError):
+        incident.write_new_report(tmp_path / "reports" / "rep", doc)
+
+
 def test_an_unwritable_folder_is_an_os_error_naming_it(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
