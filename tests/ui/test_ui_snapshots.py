@@ -101,7 +101,8 @@ def test_rank_log_screen(snap_compare, replay_app):
     Must be visible: the title "rank 3 log  /jobs/ppo-7/logs/rank3.log  step 7/100 ..."; line
     numbers in the gutter (no rank tags); the traceback from "Traceback (most recent call
     last):" (on the cursor line) to "RuntimeError: NCCL communicator was aborted on rank 3...",
-    its first and last lines in the error colour; the footer with escape Close."""
+    its first and last lines in the error colour; the footer with escape Close, ending in
+    "▏^p palette" with nothing after it (no key's letter showing in the last column)."""
     assert snap_compare(replay_app("with_logs"),
                         press=["e", "l", "less_than_sign", "o", "comma"],
                         terminal_size=(80, 24))
