@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rltui.diagnosis.oom.types import OomReport
 from rltui.model import replace
-from rltui.ui.screens.oom import OomScreen
+from rltui.ui.screens.oom import OomScreen, no_patch
 from tests.fakes.scenarios import FIXTURES, QWEN2_7B, VERL_CONFIG
 from tests.ui.helpers import plain, record_notes, until_idle
 
@@ -64,6 +64,11 @@ async def test_job_and_model_config_options_replace_what_the_command_line_says(r
         assert "unknown (config not read)" in text and "half the job's value" in text
         assert "None" not in text and "'half'" not in text
         assert "No patch" in text and "--model-config" in text
+        # no config read: give one; a config read whose values the changes cannot start from
+        # (null keys) is not told to give --job-config again
+        assert "give --job-config FILE" in no_patch(screen.report)
+        read = no_patch(replace(screen.report, config_sources=("/jobs/ppo.yaml",)))
+        assert "--job-config" not in read and "null" in read
 
     app = replay_app("with_logs", paused=True,
                      job_config=str(VERL_CONFIG / "ppo_trainer_min.yaml"),

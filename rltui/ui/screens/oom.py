@@ -36,6 +36,17 @@ def _t(text: str, style: str = "") -> Text:
     return Text(outgoing_text(text), style=style)
 
 
+def no_patch(r: OomReport) -> str:
+    """Why there is no patch: no config read, or a config read whose values the changes
+    cannot start from (a key set to null: half of nothing is no value)."""
+    if not r.config_sources:
+        return ("No patch: no change names a key of the job's config (give --job-config FILE "
+                "for exact keys).")
+    return ("No patch: the config read does not give the values these changes start from "
+            "(a key left null or unset, with no default rltui knows); the changes above say "
+            "what to set.")
+
+
 def title_of(r: OomReport) -> str:
     return (f"OOM triage: {r.phase.phase} ({r.phase.confidence} confidence), "
             f"{r.framework}")
@@ -45,7 +56,8 @@ def summary(r: OomReport) -> Table:
     n = r.numbers
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
-    grid.add_column()
+    # a long path (the config's) folds onto the next line rather than losing its file name
+    grid.add_column(overflow="fold")
     grid.add_row("Framework", _t(r.framework))
     grid.add_row("Config", _t(present.config_text(r)))
     error = f"{n.kind} on GPU {n.gpu if n.gpu is not None else '?'}"
@@ -164,10 +176,8 @@ class OomScreen(Screen):
             yield Static("Changes, most direct first (estimate: what the failing phase holds "
                          "on one GPU, before -> after)", classes="oom-heading", markup=False)
             yield Static(changes(r), classes="oom-changes")
-            patch = Static(self.patch.rstrip("\n") or
-                           "No patch: no change names a key of the job's config "
-                           "(give --job-config FILE for exact keys).",
-                           classes="oom-patch", markup=False)
+            patch = Static(self.patch.rstrip("\n") or no_patch(r), classes="oom-patch",
+                           markup=False)
             patch.border_title = "Patch (y copies it)" if self.patch else "Patch"
             yield patch
             yield Static(details(r), classes="oom-details")
