@@ -75,8 +75,14 @@ def steps_stalled(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
     if live == "gone":
         return []  # nothing runs: an ended or crashed job, which other symptoms describe
     stalled = []
+    # A departed rank's log stops because the rank left (rank-exited says so, with its log):
+    # counted here it would read as a rank "alive" and stalled.
+    live_ranks = {p.rank for p in snap.live_procs if p.rank is not None}
+    left = {d.rank for d in snap.departed if d.rank is not None} - live_ranks
     for log in snap.logs:
         if not log.steps_seen or log.last_step_time is None:
+            continue
+        if left and _rank_of(log, snap) in left:
             continue
         age = snap.timestamp - log.last_step_time
         if age <= th.stall_floor_s:

@@ -208,6 +208,22 @@ def test_only_the_stalled_logs_are_reported():
     assert "(rank 0)" in sym.title
 
 
+def test_a_departed_rank_s_log_is_not_a_stall_of_the_live_ranks():
+    """Rank 2 crashed; its log stopped with it (rank-exited reports it). Ranks 0-1 are
+    alive and stopped stepping too: the stall names them, not rank 2 "alive"."""
+    logs = [log(f"/logs/rank{r}.log", steps=EVERY_30, rank=r) for r in range(3)]
+    procs = (proc(0, pid=100), proc(1, pid=101))
+    sym = one(steps_stalled, snap(LAST_30 + 600, logs, procs=procs,
+                                  departed=(gone(2, LAST_30, pid=102),)))
+    assert sym.ranks == (0, 1) and "(ranks 0-1)" in sym.title
+    assert not any("/logs/rank2.log" in e for e in sym.evidence)
+    # rank 2's log alone stalled while the others step: nothing stalled here
+    fresh = [log(f"/logs/rank{r}.log", steps=steps_at(LAST_30 + 500, LAST_30 + 590), rank=r)
+             for r in range(2)]
+    assert steps_stalled(snap(LAST_30 + 600, [*fresh, logs[2]], procs=procs,
+                              departed=(gone(2, LAST_30, pid=102),)), [], TH) == []
+
+
 def test_busy_cpu_is_spinning():
     procs = (proc(0, cpu=99.0, gpu=0), proc(1, cpu=85.0, gpu=1))
     sym = one(steps_stalled, snap(LAST_30 + 600, [log(steps=EVERY_30)], procs=procs))
