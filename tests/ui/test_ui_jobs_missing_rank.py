@@ -109,15 +109,18 @@ def two_jobs_one_missing_rank(path: Path) -> Path:
                  intervals={"procs": 1.0, "logs": 1.0})
 
 
+def two_jobs_app(tmp_path):
+    return build_app(bundle(two_jobs_one_missing_rank(tmp_path / "scenario")),
+                     Settings(theme="dark"), config_path=tmp_path / "config.yaml")
+
+
 def missing_row(table) -> str:
     (key,) = [k for k in table.row_keys if k.startswith("m")]
     return key
 
 
 async def test_a_missing_rank_reads_its_own_job_s_log_not_the_other_job_s(tmp_path):
-    scenario = two_jobs_one_missing_rank(tmp_path / "scenario")
-    app = build_app(bundle(scenario), Settings(theme="dark"),
-                    config_path=tmp_path / "config.yaml")
+    app = two_jobs_app(tmp_path)
     async with app.run_test(size=(200, 60)) as pilot:
         await pilot.press("e")
         await pilot.pause()
@@ -146,9 +149,7 @@ async def test_a_missing_rank_reads_its_own_job_s_log_not_the_other_job_s(tmp_pa
 async def test_the_rank_log_screen_shows_its_own_job_s_lines_only(tmp_path):
     """Opened from a rank-2 row with two jobs on the node: that job's rank-2 file alone, in
     its lines and its title (no "+1 more"), for the missing rank and the live one alike."""
-    scenario = two_jobs_one_missing_rank(tmp_path / "scenario")
-    app = build_app(bundle(scenario), Settings(theme="dark"),
-                    config_path=tmp_path / "config.yaml")
+    app = two_jobs_app(tmp_path)
     async with app.run_test(size=(200, 60)) as pilot:
         await pilot.press("e")
         await pilot.pause()
