@@ -389,6 +389,38 @@ def test_a_pid_only_crashed_dump_still_means_a_process_left():
     assert any(e.startswith("pid 102 missing") for e in symptoms(rep)[0].evidence)
 
 
+def test_a_crashed_dump_without_a_rank_beside_ranked_dumps_is_a_process_that_left():
+    # Ranks 0-2 dumped by py-spy (rank<N>.txt), and a log whose faulthandler output names no
+    # rank: a process that crashed is no launcher or Ray driver idling, to be left out; the
+    # ranks wait for it (pattern A), not for a slow network (C).
+    crash = replace(dump(None, ALL_REDUCE, pid=555), status=CRASHED,
+                    message="Fatal Python error: Segmentation fault")
+    rep = classify(waiting() + [crash])
+    assert rep.pattern == "A" and rep.missing_pids == (555,)
+    assert rep.title == "pid 555 exited; ranks 0-2 wait for it in all_reduce"
+    assert rep.other_pids == () and "launcher" not in rep.explanation
+    assert "pid 555 crashed (Fatal Python error: Segmentation fault)" in rep.explanation
+    # a rank-less process that did not crash (torchrun's launcher) is still left out
+    launcher = dump(None, [F("_poll", "torch/distributed/elastic/agent/server/api.py", 900)],
+                    pid=7)
+    rep = classify(waiting() + [launcher, crash])
+    assert rep.other_pids == (7,) and rep.missing_pids == (555,)
+
+
+@pytest.mark.parametrize("rank, pid, who", [(None, 0, "pid 0"), (None, 4993, "pid 4993"),
+                                            (0, 812, "rank 0")])
+def test_a_lone_crash_dump_says_it_crashed_not_that_it_is_missing(rank, pid, who):
+    # One faulthandler dump alone (the real fixtures' segfaults and aborts): its process is
+    # the one whose dump was given, so "missing from the dump" would contradict it.
+    crash = replace(dump(rank, ALL_REDUCE, pid=pid), status=CRASHED,
+                    message="Fatal Python error: Aborted")
+    rep = classify([crash], missing_ranks=[7])
+    assert rep.title == f"No stacks to compare: {who} crashed. rank 7 missing from the dump."
+    rep = classify([crash])
+    assert rep.title == f"No stacks to compare: {who} crashed."
+    assert f"{who} crashed (Fatal Python error: Aborted)" in rep.explanation
+
+
 def test_wandb_atexit_cleanup_is_an_exiting_rank():
     wb = [F("wait", "threading.py", 320),
           F("Run._on_finish", "wandb/sdk/wandb_run.py", 2200),
