@@ -31,6 +31,7 @@ from rltui.diagnosis.timeline import of_snapshot as timeline_of
 from rltui.diagnosis.timelinechart import chart as timeline_chart
 from rltui.diagnosis.timelinechart import summary as timeline_summary
 from rltui.model import Diagnosis, Frame, NodeSnapshot, ProcInfo, ThreadStack
+from rltui.parsing.stackframes import CUT
 from rltui.rankset import compact
 from rltui.redact import scrub_text
 from rltui.serialize import to_data
@@ -67,11 +68,14 @@ def _frame(f: Frame) -> dict[str, Any]:
 
 
 def _class_stacks(report: StackReport) -> list[dict[str, Any]]:
-    """One full stack per class: the chosen thread of its first member, innermost first."""
+    """One full stack per class: the chosen thread of its first member whose dump was whole
+    (a stack cut short counts with a class, but lost its outer frames), innermost first."""
     out = []
     tree = report.tree
     for i, c in enumerate(report.classes):
         member = c.members[0]
+        if tree is not None:
+            member = next((m for m in c.members if not _cut_short(tree.chosen.get(m))), member)
         thread: ThreadStack | None = tree.chosen.get(member) if tree is not None else None
         dump = tree.dumps.get(member) if tree is not None else None
         frames = thread.frames if thread is not None else tuple(reversed(c.frames))
@@ -86,6 +90,10 @@ def _class_stacks(report: StackReport) -> list[dict[str, Any]]:
             "frames": [_frame(f) for f in frames],  # innermost first, as py-spy prints
         })
     return out
+
+
+def _cut_short(thread: ThreadStack | None) -> bool:
+    return thread is not None and bool(thread.frames) and thread.frames[-1].name == CUT
 
 
 def _gpu_of(snap: NodeSnapshot, p: ProcInfo) -> dict[str, Any] | None:

@@ -28,7 +28,7 @@ from rltui.model import (
     ThreadStack,
     replace,
 )
-from rltui.parsing.pyspy import KEEP_INNER, KEEP_OUTER, parse_any
+from rltui.parsing.pyspy import CUT, KEEP_INNER, KEEP_OUTER, parse_any
 from rltui.snapshot import Tracker
 
 C10D = "torch/distributed/distributed_c10d.py"
@@ -472,6 +472,59 @@ def test_a_dump_cut_short_after_a_shutdown_call_is_not_exiting():
     assert not any(c.exiting for c in rep.classes)
     assert "exiting" not in rep.title
     assert rep.pattern == "B" and rep.suspect_ranks == (3,)
+
+
+def _all_reduce_text(pid: int, cut_after: str = "") -> str:
+    """rank N's dump of ALL_REDUCE as py-spy prints it; ``cut_after``: the file ends that many
+    characters into the line of that function (a dump cut short)."""
+    text = pyspy(pid, f'Thread {pid} (idle): "MainThread"\n' + "".join(
+        f"    {f.name} ({f.filename}:{f.line})\n" for f in ALL_REDUCE))
+    return text[:text.index(f"    {cut_after} (") + 8] if cut_after else text
+
+
+def test_a_stack_cut_short_counts_with_the_ranks_whose_stack_ends_as_its_does():
+    # Rank 3's file ends mid-line in ``main``: its frames from train down are those of ranks
+    # 0-2, in the same all_reduce from the same line. The frames lost say nothing of a
+    # difference: one class, pattern C (not B with rank 3 "the odd one out").
+    full = [ranked(_all_reduce_text(1000 + r), r) for r in range(3)]
+    cut = ranked(_all_reduce_text(1003, cut_after="main"), 3)
+    assert cut.threads[0].frames[-1].name == CUT
+    rep = classify(full + [cut])
+    assert rep.pattern == "C" and rep.suspect_ranks == ()
+    assert [c.members for c in rep.classes] == [(0, 1, 2, 3)]
+    assert rep.classes[0].frames[0].name == "<module>"  # a whole stack is the class's
+    assert [ms for _, ms in rep.classes[0].sites] == [(0, 1, 2, 3)]
+    # rank 0 cut: the class still shows a whole stack
+    rep = classify([ranked(_all_reduce_text(1000, cut_after="train"), 0), *full[1:]])
+    assert [c.members for c in rep.classes] == [(0, 1, 2)]
+    assert rep.classes[0].frames[0].name == "<module>"
+
+
+def test_ranks_cut_at_different_depths_are_one_class():
+    dumps = [ranked(_all_reduce_text(1000 + r, cut_after=f), r)
+             for r, f in enumerate(("main", "train", "train_step"))]
+    rep = classify(dumps)
+    assert [c.members for c in rep.classes] == [(0, 1, 2)]
+    assert rep.pattern == "C"
+
+
+def test_a_cut_stack_two_classes_end_as_is_left_alone():
+    # Ranks 0-1 reach train from main, ranks 2-3 from evaluate: rank 4's stack, cut below
+    # both, could be either; it is not guessed into one.
+    other = [F("all_reduce", C10D, 2501), F("wrapper", "torch/distributed/c10d_logger.py", 83),
+             F("train_step", "train.py", 50), F("train", "train.py", 30),
+             F("evaluate", "train.py", 20), F("<module>", "train.py", 100)]
+    dumps = [dump(r, ALL_REDUCE) for r in (0, 1)] + [dump(r, other) for r in (2, 3)]
+    rep = classify(dumps + [ranked(_all_reduce_text(1004, cut_after="main"), 4)])
+    assert (4,) in [c.members for c in rep.classes]
+
+
+def test_a_rank_whose_second_sample_is_cut_short_has_not_moved():
+    full = [ranked(_all_reduce_text(1000 + r), r) for r in range(4)]
+    cut = ranked(_all_reduce_text(1003, cut_after="train"), 3)
+    rep = classify([full, full[:3] + [cut]])
+    assert [(c.members, c.state) for c in rep.classes] == [((0, 1, 2, 3), "stuck")]
+    assert rep.pattern == "C"
 
 
 def test_pandas_reduce_is_no_pipeline_wait():

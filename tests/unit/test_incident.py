@@ -158,3 +158,18 @@ def test_a_crashed_process_without_a_rank_is_listed_by_pid():
     md = incident.to_markdown(incident.build(_inputs(stacks=classify([*dumps, crash]))))
     assert "Missing from the dump (exited): pids 777" in md
     assert "Missing from the dump (exited): ranks" not in md
+
+
+def test_a_class_s_full_stack_is_a_whole_one_when_its_first_rank_was_cut_short():
+    # Rank 0's dump ends mid-line (its outer frames lost); it is counted with ranks 1-2, whose
+    # stacks are whole: the class's full stack is one of theirs.
+    from rltui.model import replace
+    from rltui.parsing.pyspy import CUT
+    whole = _dump(1, "all_reduce", 40)
+    frames = whole.threads[0].frames
+    cut = replace(_dump(0, "all_reduce", 40), threads=(
+        ThreadStack(1, "MainThread", "idle", (*frames[:-1], Frame(CUT, "", 0))),))
+    report = classify([cut, whole, replace(whole, pid=202, rank=2)])
+    assert [c.members for c in report.classes] == [(0, 1, 2)]
+    stack, = incident.build(_inputs(stacks=report))["class_stacks"]
+    assert stack["member_rank"] == 1 and stack["frames"][-1]["name"] == "main"
