@@ -361,7 +361,9 @@ def write_report(folder: str | os.PathLike, doc: Mapping[str, Any]) -> tuple[Pat
     Raises OSError with the path when the folder cannot be written; an existing report there is
     replaced whole (written to a temporary name first, so a full disk leaves the old one).
     Both pass ``rltui.scrub`` on the way: secrets hidden in every string, and control
-    characters escaped in the markdown.
+    characters escaped in the markdown. Nothing is written through a link someone planted in
+    the folder (a shared one, such as /tmp): the temporary file is one this call creates, and
+    the rename replaces a link at the report's name rather than follow it.
     """
     from rltui.scrub import outgoing_text, scrub
     doc = scrub(doc)
@@ -370,9 +372,22 @@ def write_report(folder: str | os.PathLike, doc: Mapping[str, Any]) -> tuple[Pat
     md, js = path / "incident.md", path / "incident.json"
     for target, text in ((md, outgoing_text(to_markdown(doc))), (js, json.dumps(doc, indent=2) + "\n")):
         tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
+        _write_created(tmp, text)
         os.replace(tmp, target)
     return md, js
+
+
+def _write_created(path: Path, text: str) -> None:
+    """``text`` into ``path`` as a file created here: what was at that name (a leftover of an
+    interrupted write, a link) is removed, not written through; one put back meanwhile makes
+    the creation fail (O_EXCL) rather than be followed."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    with open(fd, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 MAX_SAME_NAME = 100  # reports of one second: folder, folder-2, ... folder-100

@@ -120,6 +120,34 @@ def test_a_new_report_never_replaces_one_of_the_same_second(tmp_path, monkeypatc
         incident.write_new_report(tmp_path / "reports" / "rep", doc)
 
 
+def test_a_report_is_never_written_through_a_link_planted_in_its_folder(tmp_path):
+    """``--report /tmp/incident``: a folder others can write in may hold links planted at the
+    names the report writes (its temporary files too); the file they point at is left alone
+    and the report written in the folder."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine\n")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    for name in ("incident.md", "incident.json", "incident.md.tmp", "incident.json.tmp"):
+        (shared / name).symlink_to(victim)
+    md, js = incident.write_report(shared, incident.build(_inputs()))
+    assert victim.read_text() == "mine\n"
+    assert not md.is_symlink() and not js.is_symlink()
+    assert md.read_text().startswith("# rltui incident report: node-7")
+    assert sorted(p.name for p in shared.iterdir()) == ["incident.json", "incident.md"]
+
+
+def test_a_new_report_is_never_written_through_a_link_of_its_name(tmp_path):
+    """In a shared folder another user may plant a link named as the next report's folder:
+    that name is passed over for one rltui creates."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "rep").symlink_to(elsewhere)
+    md, _ = incident.write_new_report(tmp_path / "rep", incident.build(_inputs()))
+    assert md.parent.name == "rep-2" and not md.parent.is_symlink()
+    assert list(elsewhere.iterdir()) == []
+
+
 def test_an_unwritable_folder_is_an_os_error_naming_it(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
