@@ -31,6 +31,7 @@ from rltui.diagnosis.timeline import of_snapshot as timeline_of
 from rltui.diagnosis.timelinechart import chart as timeline_chart
 from rltui.diagnosis.timelinechart import summary as timeline_summary
 from rltui.model import Diagnosis, Frame, NodeSnapshot, ProcInfo, ThreadStack
+from rltui.parsing.stackframes import CUT
 from rltui.rankset import compact
 from rltui.redact import scrub_text
 from rltui.serialize import to_data
@@ -67,11 +68,14 @@ def _frame(f: Frame) -> dict[str, Any]:
 
 
 def _class_stacks(report: StackReport) -> list[dict[str, Any]]:
-    """One full stack per class: the chosen thread of its first member, innermost first."""
+    """One full stack per class: the chosen thread of its first member whose dump was whole
+    (a stack cut short counts with a class, but lost its outer frames), innermost first."""
     out = []
     tree = report.tree
     for i, c in enumerate(report.classes):
         member = c.members[0]
+        if tree is not None:
+            member = next((m for m in c.members if not _cut_short(tree.chosen.get(m))), member)
         thread: ThreadStack | None = tree.chosen.get(member) if tree is not None else None
         dump = tree.dumps.get(member) if tree is not None else None
         frames = thread.frames if thread is not None else tuple(reversed(c.frames))
@@ -86,6 +90,10 @@ def _class_stacks(report: StackReport) -> list[dict[str, Any]]:
             "frames": [_frame(f) for f in frames],  # innermost first, as py-spy prints
         })
     return out
+
+
+def _cut_short(thread: ThreadStack | None) -> bool:
+    return thread is not None and bool(thread.frames) and thread.frames[-1].name == CUT
 
 
 def _gpu_of(snap: NodeSnapshot, p: ProcInfo) -> dict[str, Any] | None:
@@ -353,7 +361,9 @@ def write_report(folder: str | os.PathLike, doc: Mapping[str, Any]) -> tuple[Pat
     Raises OSError with the path when the folder cannot be written; an existing report there is
     replaced whole (written to a temporary name first, so a full disk leaves the old one).
     Both pass ``rltui.scrub`` on the way: secrets hidden in every string, and control
-    characters escaped in the markdown.
+    characters escaped in the markdown. Nothing is written through a link someone planted in
+    the folder (a shared one, such as /tmp): the temporary file is one this call creates, and
+    the rename replaces a link at the report's name rather than follow it.
     """
     from rltui.scrub import outgoing_text, scrub
     doc = scrub(doc)
@@ -362,9 +372,22 @@ def write_report(folder: str | os.PathLike, doc: Mapping[str, Any]) -> tuple[Pat
     md, js = path / "incident.md", path / "incident.json"
     for target, text in ((md, outgoing_text(to_markdown(doc))), (js, json.dumps(doc, indent=2) + "\n")):
         tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
+        _write_created(tmp, text)
         os.replace(tmp, target)
     return md, js
+
+
+def _write_created(path: Path, text: str) -> None:
+    """``text`` into ``path`` as a file created here: what was at that name (a leftover of an
+    interrupted write, a link) is removed, not written through; one put back meanwhile makes
+    the creation fail (O_EXCL) rather than be followed."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    with open(fd, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 MAX_SAME_NAME = 100  # reports of one second: folder, folder-2, ... folder-100

@@ -76,13 +76,19 @@ def steps_stalled(snap: NodeSnapshot, history: Sequence[NodeSnapshot],
         return []  # nothing runs: an ended or crashed job, which other symptoms describe
     stalled = []
     # A departed rank's log stops because the rank left (rank-exited says so, with its log):
-    # counted here it would read as a rank "alive" and stalled.
+    # counted here it would read as a rank "alive" and stalled. So does the log of a rank's
+    # earlier life, once torchrun elastic restarted the rank under a new pid writing elsewhere
+    # (attempt_1/): its writer is gone while the rank runs.
     live_ranks = {p.rank for p in snap.live_procs if p.rank is not None}
+    live_pids = {(p.host, p.pid) for p in snap.live_procs}
     left = {d.rank for d in snap.departed if d.rank is not None} - live_ranks
     for log in snap.logs:
         if not log.steps_seen or log.last_step_time is None:
             continue
         if left and _rank_of(log, snap) in left:
+            continue
+        if live_ranks and log.pid is not None and (log.host, log.pid) not in live_pids \
+                and log.rank in live_ranks:
             continue
         age = snap.timestamp - log.last_step_time
         if age <= th.stall_floor_s:

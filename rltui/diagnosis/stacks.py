@@ -192,9 +192,11 @@ def classify(samples: Sequence[Sequence[ProcessDump]] | Sequence[ProcessDump],
                            title=title, explanation=text, **args)
 
     if not classes:
-        text = "No stacks to compare."
-        if missing:
-            text += f" {who(missing)} missing from the dump."
+        # A crash dump alone: its process is the one whose stacks were given, not one missing.
+        died = {member_key(d) for d in crashed}
+        text = f"No stacks to compare: {who(died)} crashed." if died else "No stacks to compare."
+        if missing - died:
+            text += f" {who(missing - died)} missing from the dump."
         return report(EMPTY, text, text)
 
     node, below = tree.divergence()
@@ -360,11 +362,14 @@ def _ranked_only(samples: Sequence[Sequence[ProcessDump]]
     """Beside ranked processes, drop the ones without a rank: torchrun's launcher idles in its
     monitor loop and a Ray driver in ray.get; compared with the ranks they would turn every
     same-collective hang into a mismatch. With no rank anywhere (a folder of dumps named by
-    pid), every process is kept."""
+    pid), every process is kept. A crash dump is kept too: a process that died (faulthandler
+    in a log with no rank label) is what the ranks wait for, not a launcher idling."""
     if not any(d.rank is not None for sample in samples for d in sample):
         return list(samples), ()
-    others = sorted({d.pid for sample in samples for d in sample if d.rank is None})
-    return [[d for d in sample if d.rank is not None] for sample in samples], tuple(others)
+    others = sorted({d.pid for sample in samples for d in sample
+                     if d.rank is None and d.status != CRASHED})
+    return [[d for d in sample if d.rank is not None or d.status == CRASHED]
+            for sample in samples], tuple(others)
 
 
 def _notes(tree: StackTree, it: Interner) -> tuple[str, ...]:

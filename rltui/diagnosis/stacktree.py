@@ -536,6 +536,7 @@ def merge(dumps: Sequence[ProcessDump], *, lines: bool = False,
         classes_by.setdefault((kpath if lines else fpath, joined), []).append(key)
         paths.update(dict.fromkeys(members, fpath))
         kpaths.update(dict.fromkeys(members, kpath))
+    _join_cut(classes_by, it)
 
     classes = [_make_class(kpaths_, groups, thread_name, status_of, it)
                for kpaths_ in classes_by.values()]
@@ -546,9 +547,42 @@ def merge(dumps: Sequence[ProcessDump], *, lines: bool = False,
                      interner=it, kpaths=kpaths, duplicates=tuple(sorted(duplicates)))
 
 
+def _cut(kpath: Sequence[int], it: Interner) -> bool:
+    """The stack's dump was cut short: its root is the ``CUT`` marker, its outer frames lost."""
+    return bool(kpath) and it.frame_of[kpath[0]].name == CUT
+
+
+def _join_cut(classes_by: dict, it: Interner) -> None:
+    """A stack cut short joins the one class whose stack ends as its known frames do: the
+    frames lost say nothing of a difference, and a class of its own would read as ranks waiting
+    elsewhere (pattern B, the cut rank "the odd one out"). Longest first, so that stacks cut
+    at different depths gather; one that two classes could hold stays alone."""
+    cut = [ck for ck, keys in classes_by.items() if _cut(keys[0][0], it)]
+    if not cut:
+        return
+    marked = set(cut)
+
+    def known(ck) -> int:  # frames known below the marker, or all
+        return len(ck[0]) - (ck in marked)
+
+    targets = [ck for ck in classes_by if ck not in marked]
+    for ck in sorted(cut, key=known, reverse=True):
+        path, joined = ck
+        tail = path[1:]
+        if not tail:
+            continue
+        into = [t for t in targets
+                if t[1] == joined and known(t) > len(tail) and t[0][-len(tail):] == tail]
+        if len(into) == 1:
+            classes_by[into[0]].extend(classes_by.pop(ck))
+        elif not into:
+            targets.append(ck)
+
+
 def _make_class(keys: list[tuple[tuple[int, ...], bool]], groups, thread_name, status_of,
                 it: Interner) -> StackClass:
-    keys.sort(key=lambda k: min(groups[k]))
+    # A whole stack, the longest known, stands for the class (stacks cut short join one).
+    keys.sort(key=lambda k: (_cut(k[0], it), -len(k[0]), min(groups[k])))
     first, joined = keys[0]
     fpath = it.fids(first)
     members = sorted(m for k in keys for m in groups[k])
@@ -569,7 +603,10 @@ def _make_class(keys: list[tuple[tuple[int, ...], bool]], groups, thread_name, s
     line_of = it.line_of
     by_site: dict[tuple[int, ...], list[int]] = {}
     for key in keys:
-        by_site.setdefault(tuple([line_of[k] for k in key[0][:cut]]), []).extend(groups[key])
+        path = key[0]
+        if len(path) != len(first):  # cut short: the class's lines above its known frames
+            path = first[:len(first) - len(path) + 1] + path[1:]
+        by_site.setdefault(tuple([line_of[k] for k in path[:cut]]), []).extend(groups[key])
     sites = sorted((s, tuple(sorted(ms))) for s, ms in by_site.items())
     return StackClass(
         members=tuple(members),
@@ -679,9 +716,11 @@ def same_place(a: tuple[int, ...], b: tuple[int, ...], it: Interner) -> bool:
     sample may be inside a shallow call the other's innermost frame makes (a polling loop seen
     once in ``while not ready():`` and once inside ``ready``). A call from another line, or
     two different callees, is progress. C frames below the innermost Python frame (--native)
-    do not count: without --native they would not be there."""
+    do not count: without --native they would not be there. A sample cut short (``CUT``)
+    takes the other's frames above its known ones."""
     if a == b:
         return True
+    a, b = _uncut(a, b, it), _uncut(b, a, it)
     a, b = _python_end(a, it), _python_end(b, it)
     if a == b:
         return True
@@ -700,6 +739,20 @@ def same_place(a: tuple[int, ...], b: tuple[int, ...], it: Interner) -> bool:
         return False
     ta, tb = _python_frames(a[loop + 1:], it), _python_frames(b[loop + 1:], it)
     return min(ta, tb) == 0 and max(ta, tb) <= LOOP_TAIL
+
+
+def _uncut(path: tuple[int, ...], other: tuple[int, ...], it: Interner) -> tuple[int, ...]:
+    """``path`` cut short, its lost frames taken from ``other`` above the frame where its known
+    ones start (where the two are as deep, else the first of that function); unchanged when
+    whole, or when ``other`` never passes there."""
+    if not _cut(path, it) or len(path) < 2:
+        return path
+    known, fid_of = path[1:], it.fid_of
+    start = fid_of[known[0]]
+    at = len(other) - len(known)
+    if not (0 < at < len(other) and fid_of[other[at]] == start):
+        at = next((i for i, k in enumerate(other) if fid_of[k] == start), -1)
+    return other[:at] + known if at > 0 else path
 
 
 def _python_end(path: tuple[int, ...], it: Interner) -> tuple[int, ...]:

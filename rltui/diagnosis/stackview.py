@@ -38,7 +38,7 @@ from rltui.diagnosis.stacks import (
 )
 from rltui.diagnosis.stacktree import StackClass, StackNode, identity
 from rltui.model import OK, Frame
-from rltui.parsing.pyspy import trim_path
+from rltui.parsing.pyspy import CUT, trim_path
 from rltui.rankset import compact
 
 PATTERN_NAMES = {"A": "cleanup deadlock", "B": "collective mismatch", "C": "same collective"}
@@ -53,8 +53,10 @@ LINE = "line"  # same function and file, another line
 DIFFER = "differ"  # another function (or file)
 LEFT_ONLY = "left"
 RIGHT_ONLY = "right"
+LOST = "lost"  # above the known frames of a stack cut short: unknown, not a difference
 KIND_TEXT = {SAME: "same frame", LINE: "same function, other line", DIFFER: "other function",
-             LEFT_ONLY: "only on the left", RIGHT_ONLY: "only on the right"}
+             LEFT_ONLY: "only on the left", RIGHT_ONLY: "only on the right",
+             LOST: "cut off on one side"}
 
 
 # -- frames and members ----------------------------------------------------------------------------
@@ -439,13 +441,13 @@ def flatten(root: StackNode, collapsed: Collection[int] = frozenset(),
 class DiffRow:
     left: Frame | None
     right: Frame | None
-    kind: str  # SAME | LINE | DIFFER | LEFT_ONLY | RIGHT_ONLY
+    kind: str  # SAME | LINE | DIFFER | LEFT_ONLY | RIGHT_ONLY | LOST
 
 
 @dataclass(frozen=True, slots=True)
 class StackDiff:
     rows: tuple[DiffRow, ...]
-    first: int | None  # first row that is not SAME (a line difference counts)
+    first: int | None  # first row that is not SAME (a line difference counts; LOST does not)
     first_function: int | None  # first row whose function differs
 
     @property
@@ -462,7 +464,43 @@ def _pair(a: Frame, b: Frame) -> DiffRow:
 def diff_frames(left: Sequence[Frame], right: Sequence[Frame]) -> StackDiff:
     """Align two stacks (root first): the common prefix row by row, then the rest by function
     so that frames both share again below the split (the same collective reached from two
-    callers) line up."""
+    callers) line up. A stack cut short (``<frames cut off>`` at its root) beside a whole one
+    is aligned by its known frames; the other's frames above them are ``LOST`` rows, unknown
+    rather than different."""
+    cut_left, cut_right = _cut_short(left), _cut_short(right)
+    if cut_left == cut_right:
+        rows = _aligned(left, right)
+    elif cut_left:
+        rows = _lost(_aligned(left[1:], right), left[0], 0)
+    else:
+        rows = _lost(_aligned(left, right[1:]), right[0], 1)
+    first = next((i for i, r in enumerate(rows) if r.kind not in (SAME, LOST)), None)
+    first_function = next((i for i, r in enumerate(rows) if r.kind not in (SAME, LINE, LOST)),
+                          None)
+    return StackDiff(rows=tuple(rows), first=first, first_function=first_function)
+
+
+def _cut_short(frames: Sequence[Frame]) -> bool:
+    return bool(frames) and frames[0].name == CUT and not frames[0].filename
+
+
+def _lost(rows: list[DiffRow], marker: Frame, side: int) -> list[DiffRow]:
+    """``rows`` of a cut stack's known frames (on ``side``, 0 left) against a whole one: the
+    whole one's frames above the first known frame are lost rows, the marker beside the
+    first of them (a row of its own when there is none)."""
+    n = 0
+    while n < len(rows) and (rows[n].left, rows[n].right)[side] is None:
+        n += 1
+    if not n:
+        return [DiffRow(marker, None, LOST) if side == 0 else DiffRow(None, marker, LOST),
+                *rows]
+    head = [DiffRow(r.left, r.right, LOST) for r in rows[:n]]
+    top = head[0]
+    head[0] = DiffRow(marker, top.right, LOST) if side == 0 else DiffRow(top.left, marker, LOST)
+    return head + rows[n:]
+
+
+def _aligned(left: Sequence[Frame], right: Sequence[Frame]) -> list[DiffRow]:
     rows: list[DiffRow] = []
     n = 0
     while n < len(left) and n < len(right) and frame_id(left[n]) == frame_id(right[n]):
@@ -483,9 +521,7 @@ def diff_frames(left: Sequence[Frame], right: Sequence[Frame]) -> StackDiff:
                 rows.extend(_replace(a[i1:i2], b[j1:j2]))
     else:
         rows.extend(_replace(a, b))
-    first = next((i for i, r in enumerate(rows) if r.kind != SAME), None)
-    first_function = next((i for i, r in enumerate(rows) if r.kind not in (SAME, LINE)), None)
-    return StackDiff(rows=tuple(rows), first=first, first_function=first_function)
+    return rows
 
 
 def _replace(a: Sequence[Frame], b: Sequence[Frame]) -> list[DiffRow]:

@@ -67,7 +67,8 @@ async def test_job_and_model_config_options_replace_what_the_command_line_says(r
         # no config read: give one; a config read whose values the changes cannot start from
         # (null keys) is not told to give --job-config again
         assert "give --job-config FILE" in no_patch(screen.report)
-        read = no_patch(replace(screen.report, config_sources=("/jobs/ppo.yaml",)))
+        read = no_patch(replace(screen.report, framework="verl",
+                                config_sources=("/jobs/ppo.yaml",)))
         assert "--job-config" not in read and "null" in read
 
     app = replay_app("with_logs", paused=True,
@@ -108,6 +109,24 @@ def relative_paths(report: OomReport, root: Path) -> OomReport:
         return text.replace(f"{root}/", "")
     return replace(report, config_sources=tuple(map(cut, report.config_sources)),
                    notes=tuple(map(cut, report.notes)))
+
+
+def test_no_patch_says_why_for_a_framework_rltui_writes_no_patch_for():
+    """A LlamaFactory job whose config was read (its batch size is in it): rltui writes
+    patches in verl's and AReaL's forms only. 'No patch' says so, not that the config left the
+    values null, nor to give --job-config (given or not, there would be none)."""
+    from rltui.diagnosis.oom.report import triage
+    from rltui.diagnosis.oom.types import JobConfig
+    from rltui.model import LogEvent
+    event = LogEvent("cuda-oom", 1, 1, 0.0, "oom",
+                     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.")
+    for sources in (("train.yaml",), ()):
+        report = triage(event, [], JobConfig(framework="llamafactory", sources=sources, values={
+            "per_device_train_batch_size": 8}))
+        assert report.patch == ""
+        text = no_patch(report)
+        assert "null" not in text and "--job-config" not in text
+        assert "verl" in text and "AReaL" in text
 
 
 def test_oom_screen_snapshot(snap_compare, replay_app):

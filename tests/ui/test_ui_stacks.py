@@ -344,6 +344,41 @@ async def test_a_process_of_no_rank_that_crashed_is_listed_missing_by_pid():
         assert s.class_pane.table.get_cell("missing", "ranks").text == "pid 102"
 
 
+async def test_a_rank_whose_dump_was_cut_short_is_compared_by_its_known_frames():
+    """Rank 3's file ends mid-line: beside rank 0 its lost frames are marked, not taken for
+    other functions, and the source pane says what the marker is (no file to read)."""
+    from rltui.model import replace
+    from rltui.parsing.pyspy import CUT, parse_any
+    body = ('Thread {pid} (idle): "MainThread"\n'
+            "    all_reduce (torch/distributed/distributed_c10d.py:2501)\n"
+            "    train_step (train.py:50)\n    train (train.py:30)\n    main (train.py:10)\n"
+            "    <module> (train.py:100)\n")
+    dumps = []
+    for rank in range(4):
+        text = f"Process {900 + rank}: python train.py\n\n" + body.format(pid=900 + rank)
+        if rank == 3:
+            text = text[:text.index("    main (") + 7]
+        found, _ = parse_any(text, f"rank{rank}.txt")
+        dumps.append(replace(found[0], rank=rank))
+    app = build_stacks_app(classify(dumps), source_lines=fake_source)
+    async with app.run_test(size=(200, 60)) as pilot:
+        await pilot.pause()
+        s = screen_of(app)
+        assert [c.members for c in s.view.report.classes] == [(0, 1, 2, 3)]
+        await pilot.press("right_square_bracket", "right_square_bracket")
+        await pilot.pause()
+        assert (s.left, s.right) == (Side(member=0), Side(member=3))
+        assert "same where both are known" in header(s.diff_pane)
+        table = s.diff_pane.table
+        assert table.get_cell("0", "mark").text == "?"
+        assert s.diff_pane.diff.rows[0].right.name == CUT
+        table.focus()
+        await pilot.press("home")
+        await pilot.pause()
+        source = plain(s.source_pane.body.content)
+        assert "cut short" in source and "no source for" not in source
+
+
 async def test_theme_change_repaints_with_the_new_palette():
     app = stacks_app("collective-mismatch")
     async with app.run_test(size=(80, 24)) as pilot:

@@ -224,6 +224,24 @@ def test_a_departed_rank_s_log_is_not_a_stall_of_the_live_ranks():
                               departed=(gone(2, LAST_30, pid=102),)), [], TH) == []
 
 
+def test_the_log_of_a_rank_s_earlier_life_is_no_stall_once_torchrun_restarted_it():
+    """torchrun elastic restarted ranks 0-1 under new pids, each writing to a new file
+    (attempt_1/): the files of their first lives stopped with those processes, and the
+    snapshot no longer counts those as departed (the rank runs). The live ranks step: nothing
+    stalled."""
+    old = [log(f"/tmp/tr/attempt_0/{r}/stdout.log", steps=EVERY_30, rank=r, pid=100 + r)
+           for r in range(2)]
+    new = [log(f"/tmp/tr/attempt_1/{r}/stdout.log", rank=r, pid=200 + r,
+               steps=steps_at(LAST_30 + 500, LAST_30 + 590)) for r in range(2)]
+    procs = (proc(0, pid=200), proc(1, pid=201))
+    assert steps_stalled(snap(LAST_30 + 600, [*old, *new], procs=procs), [], TH) == []
+    # the new lives stalled: their files are the evidence, not the old ones
+    stale = [log(f"/tmp/tr/attempt_1/{r}/stdout.log", rank=r, pid=200 + r, steps=EVERY_30)
+             for r in range(2)]
+    sym = one(steps_stalled, snap(LAST_30 + 600, [*old, *stale], procs=procs))
+    assert sym.ranks == (0, 1) and not any("attempt_0" in e for e in sym.evidence)
+
+
 def test_busy_cpu_is_spinning():
     procs = (proc(0, cpu=99.0, gpu=0), proc(1, cpu=85.0, gpu=1))
     sym = one(steps_stalled, snap(LAST_30 + 600, [log(steps=EVERY_30)], procs=procs))

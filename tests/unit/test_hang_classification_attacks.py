@@ -28,7 +28,7 @@ from rltui.model import (
     ThreadStack,
     replace,
 )
-from rltui.parsing.pyspy import KEEP_INNER, KEEP_OUTER, parse_any
+from rltui.parsing.pyspy import CUT, KEEP_INNER, KEEP_OUTER, parse_any
 from rltui.snapshot import Tracker
 
 C10D = "torch/distributed/distributed_c10d.py"
@@ -389,6 +389,38 @@ def test_a_pid_only_crashed_dump_still_means_a_process_left():
     assert any(e.startswith("pid 102 missing") for e in symptoms(rep)[0].evidence)
 
 
+def test_a_crashed_dump_without_a_rank_beside_ranked_dumps_is_a_process_that_left():
+    # Ranks 0-2 dumped by py-spy (rank<N>.txt), and a log whose faulthandler output names no
+    # rank: a process that crashed is no launcher or Ray driver idling, to be left out; the
+    # ranks wait for it (pattern A), not for a slow network (C).
+    crash = replace(dump(None, ALL_REDUCE, pid=555), status=CRASHED,
+                    message="Fatal Python error: Segmentation fault")
+    rep = classify(waiting() + [crash])
+    assert rep.pattern == "A" and rep.missing_pids == (555,)
+    assert rep.title == "pid 555 exited; ranks 0-2 wait for it in all_reduce"
+    assert rep.other_pids == () and "launcher" not in rep.explanation
+    assert "pid 555 crashed (Fatal Python error: Segmentation fault)" in rep.explanation
+    # a rank-less process that did not crash (torchrun's launcher) is still left out
+    launcher = dump(None, [F("_poll", "torch/distributed/elastic/agent/server/api.py", 900)],
+                    pid=7)
+    rep = classify(waiting() + [launcher, crash])
+    assert rep.other_pids == (7,) and rep.missing_pids == (555,)
+
+
+@pytest.mark.parametrize("rank, pid, who", [(None, 0, "pid 0"), (None, 4993, "pid 4993"),
+                                            (0, 812, "rank 0")])
+def test_a_lone_crash_dump_says_it_crashed_not_that_it_is_missing(rank, pid, who):
+    # One faulthandler dump alone (the real fixtures' segfaults and aborts): its process is
+    # the one whose dump was given, so "missing from the dump" would contradict it.
+    crash = replace(dump(rank, ALL_REDUCE, pid=pid), status=CRASHED,
+                    message="Fatal Python error: Aborted")
+    rep = classify([crash], missing_ranks=[7])
+    assert rep.title == f"No stacks to compare: {who} crashed. rank 7 missing from the dump."
+    rep = classify([crash])
+    assert rep.title == f"No stacks to compare: {who} crashed."
+    assert f"{who} crashed (Fatal Python error: Aborted)" in rep.explanation
+
+
 def test_wandb_atexit_cleanup_is_an_exiting_rank():
     wb = [F("wait", "threading.py", 320),
           F("Run._on_finish", "wandb/sdk/wandb_run.py", 2200),
@@ -440,6 +472,59 @@ def test_a_dump_cut_short_after_a_shutdown_call_is_not_exiting():
     assert not any(c.exiting for c in rep.classes)
     assert "exiting" not in rep.title
     assert rep.pattern == "B" and rep.suspect_ranks == (3,)
+
+
+def _all_reduce_text(pid: int, cut_after: str = "") -> str:
+    """rank N's dump of ALL_REDUCE as py-spy prints it; ``cut_after``: the file ends that many
+    characters into the line of that function (a dump cut short)."""
+    text = pyspy(pid, f'Thread {pid} (idle): "MainThread"\n' + "".join(
+        f"    {f.name} ({f.filename}:{f.line})\n" for f in ALL_REDUCE))
+    return text[:text.index(f"    {cut_after} (") + 8] if cut_after else text
+
+
+def test_a_stack_cut_short_counts_with_the_ranks_whose_stack_ends_as_its_does():
+    # Rank 3's file ends mid-line in ``main``: its frames from train down are those of ranks
+    # 0-2, in the same all_reduce from the same line. The frames lost say nothing of a
+    # difference: one class, pattern C (not B with rank 3 "the odd one out").
+    full = [ranked(_all_reduce_text(1000 + r), r) for r in range(3)]
+    cut = ranked(_all_reduce_text(1003, cut_after="main"), 3)
+    assert cut.threads[0].frames[-1].name == CUT
+    rep = classify(full + [cut])
+    assert rep.pattern == "C" and rep.suspect_ranks == ()
+    assert [c.members for c in rep.classes] == [(0, 1, 2, 3)]
+    assert rep.classes[0].frames[0].name == "<module>"  # a whole stack is the class's
+    assert [ms for _, ms in rep.classes[0].sites] == [(0, 1, 2, 3)]
+    # rank 0 cut: the class still shows a whole stack
+    rep = classify([ranked(_all_reduce_text(1000, cut_after="train"), 0), *full[1:]])
+    assert [c.members for c in rep.classes] == [(0, 1, 2)]
+    assert rep.classes[0].frames[0].name == "<module>"
+
+
+def test_ranks_cut_at_different_depths_are_one_class():
+    dumps = [ranked(_all_reduce_text(1000 + r, cut_after=f), r)
+             for r, f in enumerate(("main", "train", "train_step"))]
+    rep = classify(dumps)
+    assert [c.members for c in rep.classes] == [(0, 1, 2)]
+    assert rep.pattern == "C"
+
+
+def test_a_cut_stack_two_classes_end_as_is_left_alone():
+    # Ranks 0-1 reach train from main, ranks 2-3 from evaluate: rank 4's stack, cut below
+    # both, could be either; it is not guessed into one.
+    other = [F("all_reduce", C10D, 2501), F("wrapper", "torch/distributed/c10d_logger.py", 83),
+             F("train_step", "train.py", 50), F("train", "train.py", 30),
+             F("evaluate", "train.py", 20), F("<module>", "train.py", 100)]
+    dumps = [dump(r, ALL_REDUCE) for r in (0, 1)] + [dump(r, other) for r in (2, 3)]
+    rep = classify(dumps + [ranked(_all_reduce_text(1004, cut_after="main"), 4)])
+    assert (4,) in [c.members for c in rep.classes]
+
+
+def test_a_rank_whose_second_sample_is_cut_short_has_not_moved():
+    full = [ranked(_all_reduce_text(1000 + r), r) for r in range(4)]
+    cut = ranked(_all_reduce_text(1003, cut_after="train"), 3)
+    rep = classify([full, full[:3] + [cut]])
+    assert [(c.members, c.state) for c in rep.classes] == [((0, 1, 2, 3), "stuck")]
+    assert rep.pattern == "C"
 
 
 def test_pandas_reduce_is_no_pipeline_wait():

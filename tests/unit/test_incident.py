@@ -120,6 +120,34 @@ def test_a_new_report_never_replaces_one_of_the_same_second(tmp_path, monkeypatc
         incident.write_new_report(tmp_path / "reports" / "rep", doc)
 
 
+def test_a_report_is_never_written_through_a_link_planted_in_its_folder(tmp_path):
+    """``--report /tmp/incident``: a folder others can write in may hold links planted at the
+    names the report writes (its temporary files too); the file they point at is left alone
+    and the report written in the folder."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine\n")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    for name in ("incident.md", "incident.json", "incident.md.tmp", "incident.json.tmp"):
+        (shared / name).symlink_to(victim)
+    md, js = incident.write_report(shared, incident.build(_inputs()))
+    assert victim.read_text() == "mine\n"
+    assert not md.is_symlink() and not js.is_symlink()
+    assert md.read_text().startswith("# rltui incident report: node-7")
+    assert sorted(p.name for p in shared.iterdir()) == ["incident.json", "incident.md"]
+
+
+def test_a_new_report_is_never_written_through_a_link_of_its_name(tmp_path):
+    """In a shared folder another user may plant a link named as the next report's folder:
+    that name is passed over for one rltui creates."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "rep").symlink_to(elsewhere)
+    md, _ = incident.write_new_report(tmp_path / "rep", incident.build(_inputs()))
+    assert md.parent.name == "rep-2" and not md.parent.is_symlink()
+    assert list(elsewhere.iterdir()) == []
+
+
 def test_an_unwritable_folder_is_an_os_error_naming_it(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
@@ -158,3 +186,18 @@ def test_a_crashed_process_without_a_rank_is_listed_by_pid():
     md = incident.to_markdown(incident.build(_inputs(stacks=classify([*dumps, crash]))))
     assert "Missing from the dump (exited): pids 777" in md
     assert "Missing from the dump (exited): ranks" not in md
+
+
+def test_a_class_s_full_stack_is_a_whole_one_when_its_first_rank_was_cut_short():
+    # Rank 0's dump ends mid-line (its outer frames lost); it is counted with ranks 1-2, whose
+    # stacks are whole: the class's full stack is one of theirs.
+    from rltui.model import replace
+    from rltui.parsing.pyspy import CUT
+    whole = _dump(1, "all_reduce", 40)
+    frames = whole.threads[0].frames
+    cut = replace(_dump(0, "all_reduce", 40), threads=(
+        ThreadStack(1, "MainThread", "idle", (*frames[:-1], Frame(CUT, "", 0))),))
+    report = classify([cut, whole, replace(whole, pid=202, rank=2)])
+    assert [c.members for c in report.classes] == [(0, 1, 2)]
+    stack, = incident.build(_inputs(stacks=report))["class_stacks"]
+    assert stack["member_rank"] == 1 and stack["frames"][-1]["name"] == "main"

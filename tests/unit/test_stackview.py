@@ -15,6 +15,7 @@ from rltui.diagnosis.stackview import (
     DIFFER,
     LEFT_ONLY,
     LINE,
+    LOST,
     RIGHT_ONLY,
     SAME,
     Side,
@@ -31,7 +32,7 @@ from rltui.diagnosis.stackview import (
     pattern_name,
 )
 from rltui.model import Frame, ProcessDump, ThreadStack
-from rltui.parsing.pyspy import read_folder_entries
+from rltui.parsing.pyspy import CUT, read_folder_entries
 from tests.importcheck import forbidden_loaded
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "stacks"
@@ -195,6 +196,27 @@ def test_diff_compares_files_without_their_site_packages_prefix():
     a = f("all_reduce", "/opt/env-a/lib/python3.11/site-packages/torch/distributed/c10d.py", 9)
     b = f("all_reduce", "/home/u/env-b/lib/python3.11/site-packages/torch/distributed/c10d.py", 9)
     assert diff_frames([a], [b]).rows[0].kind == SAME
+
+
+def test_a_stack_cut_short_is_compared_by_its_known_frames():
+    # The right one's dump was cut short in ``main``: what it lost is unknown, not another
+    # function; below, the two are the same.
+    left = [f("<module>"), f("main"), f("train"), f("step"), f("all_reduce", "dist.py")]
+    right = [Frame(CUT, "", 0), f("train"), f("step"), f("all_reduce", "dist.py")]
+    d = diff_frames(left, right)
+    assert [(r.left.name if r.left else None, r.right.name if r.right else None, r.kind)
+            for r in d.rows] == [
+        ("<module>", CUT, LOST), ("main", None, LOST), ("train", "train", SAME),
+        ("step", "step", SAME), ("all_reduce", "all_reduce", SAME)]
+    assert d.first is None and d.first_function is None
+    # the same, sides swapped; a difference below the cut is one
+    swapped = [*right[:-1], f("barrier", "dist.py")]
+    d = diff_frames(swapped, left)
+    assert [r.kind for r in d.rows] == [LOST, LOST, SAME, SAME, DIFFER] and d.first == 4
+    # the cut side's outermost known frame paired with another function: the marker alone
+    d = diff_frames([f("main"), f("x"), f("wait")], [Frame(CUT, "", 0), f("y"), f("wait")])
+    assert [r.kind for r in d.rows] == [LOST, DIFFER, LEFT_ONLY, SAME] and d.first == 1
+    assert d.rows[0].left is None and d.rows[0].right.name == CUT
 
 
 def test_a_huge_diff_is_compared_index_by_index():

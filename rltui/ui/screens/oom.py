@@ -24,6 +24,7 @@ from rltui import units
 from rltui.diagnosis.oom import present
 from rltui.diagnosis.oom.report import report_text
 from rltui.diagnosis.oom.types import OomReport
+from rltui.frameworks import FRAMEWORKS, by_name
 from rltui.scrub import outgoing_text, printable
 from rltui.ui.copying import CopyTarget
 
@@ -37,11 +38,18 @@ def _t(text: str, style: str = "") -> Text:
 
 
 def no_patch(r: OomReport) -> str:
-    """Why there is no patch: no config read, or a config read whose values the changes
-    cannot start from (a key set to null: half of nothing is no value)."""
-    if not r.config_sources:
+    """Why there is no patch: no config read (the framework unknown, or one rltui patches), a
+    framework rltui writes no patch for, or a config read whose values the changes cannot
+    start from (a key set to null: half of nothing is no value)."""
+    fw = by_name(r.framework)
+    patched = fw is not None and fw.oom is not None and bool(fw.oom.patch_style)
+    if not r.config_sources and (fw is None or patched):
         return ("No patch: no change names a key of the job's config (give --job-config FILE "
                 "for exact keys).")
+    if not patched:  # a config read changes nothing to that
+        forms = " and ".join(f"{f.label}'s" for f in FRAMEWORKS if f.oom and f.oom.patch_style)
+        return (f"No patch: rltui writes patches in {forms} forms only; the changes above say "
+                "what to set in this job's config.")
     return ("No patch: the config read does not give the values these changes start from "
             "(a key left null or unset, with no default rltui knows); the changes above say "
             "what to set.")

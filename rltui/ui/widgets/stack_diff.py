@@ -2,10 +2,11 @@
 
 The middle column says how a row compares, in a character as well as a colour: blank (the same
 frame), ``~`` (same function, other line), ``≠`` (another function), ``<`` / ``>`` (a frame only
-one side has). The first row that differs is marked ``▶`` and drawn bold; ``g`` puts the cursor
-on it. The column headers name the two sides (``rank 0 (#1)``) and, with the Flight Recorder
-read, the collective each side is pending in (``rank 0 (#1) · all_reduce #4 of default_pg``;
-narrower: ``rank 0 · #4 of default_pg``), which tells apart two ranks with the same stack.
+one side has), ``?`` (above the known frames of a stack cut short: unknown). The first row that
+differs is marked ``▶`` and drawn bold; ``g`` puts the cursor on it. The column headers name the
+two sides (``rank 0 (#1)``) and, with the Flight Recorder read, the collective each side is
+pending in (``rank 0 (#1) · all_reduce #4 of default_pg``; narrower: ``rank 0 · #4 of
+default_pg``), which tells apart two ranks with the same stack.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from rltui.diagnosis.stackview import (
     KIND_TEXT,
     LEFT_ONLY,
     LINE,
+    LOST,
     RIGHT_ONLY,
     SAME,
     DiffRow,
@@ -31,7 +33,7 @@ from rltui.ui.themes import Palette
 from rltui.ui.widgets.cells import Cell
 from rltui.ui.widgets.stack_table import CELL_PADDING, StackPane
 
-MARKS = {SAME: "", LINE: "~", DIFFER: "≠", LEFT_ONLY: "<", RIGHT_ONLY: ">"}
+MARKS = {SAME: "", LINE: "~", DIFFER: "≠", LEFT_ONLY: "<", RIGHT_ONLY: ">", LOST: "?"}
 INDEX = 4
 MARK = 1
 
@@ -81,6 +83,8 @@ class StackDiffPane(StackPane):
         if not d.rows:
             return "no stack"
         if d.first is None:
+            if any(r.kind == LOST for r in d.rows):
+                return "same where both are known (one stack cut short)"
             return "same stack"
         kind = KIND_TEXT[d.rows[d.first].kind]
         text = f"diverge at frame {d.first} ({kind})"
@@ -117,7 +121,7 @@ class StackDiffPane(StackPane):
         row = self.diff.rows[i]
         first = i == self.diff.first
         style = {SAME: "", LINE: pal.warn, DIFFER: pal.bad, LEFT_ONLY: pal.info,
-                 RIGHT_ONLY: pal.info}[row.kind]
+                 RIGHT_ONLY: pal.info, LOST: pal.dim}[row.kind]
         if first:
             style = f"bold {style}".strip()
         index = Cell(f"▶{i}" if first else str(i), f"bold {pal.warn}" if first else pal.dim)

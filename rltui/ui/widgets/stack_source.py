@@ -18,13 +18,20 @@ from textual.widgets import Static
 
 from rltui.diagnosis.stackview import short_file
 from rltui.model import Frame
+from rltui.parsing.stackframes import CUT, ELIDED
 from rltui.ui.themes import Palette
 from rltui.ui.widgets.cells import set_title
 
 SourceLines = Callable[[str, int], "list[tuple[int, str]] | None"]
+# Marker frames the reader puts in a stack, with no file behind them: what each stands for
+# (an elision marker's file names how many frames it holds).
+MARKERS = {CUT: "the dump was cut short here: the frames above are lost",
+           ELIDED: "{} left out here: a stack this deep keeps its innermost and outermost frames"}
 
 
 def _place(frame: Frame) -> str:
+    if frame.name in MARKERS and not frame.line:
+        return frame.name
     return f"{short_file(frame.filename)}:{frame.line}" if frame.line else short_file(
         frame.filename)
 
@@ -89,6 +96,9 @@ class StackSourcePane(Vertical):
     def _block(self, frame: Frame) -> RenderableType:
         pal = self._palette
         assert pal is not None
+        if frame.name in MARKERS and not frame.line:  # no file behind it: say what it stands for
+            return Text(MARKERS[frame.name].format(frame.filename), style=pal.dim,
+                        no_wrap=True, overflow="ellipsis")
         lines = self._lines(frame) if frame.line and not frame.native else None
         if not lines:
             return Text(f"no source for {frame.filename}" + (f":{frame.line}" if frame.line
