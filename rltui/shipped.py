@@ -5,8 +5,11 @@ from (run in place, or an editable install)."""
 from __future__ import annotations
 
 from importlib import resources
-from importlib.abc import Traversable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: importlib.abc's name is deprecated from 3.12
+    from importlib.resources.abc import Traversable  # novermin (3.11+, checkers only)
 
 
 class NotShipped(LookupError):

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from importlib.abc import Traversable
+from typing import TYPE_CHECKING
 
 from rltui.cli.common import EXIT_OK, UsageError
+
+if TYPE_CHECKING:  # annotations only: importlib.abc's name is deprecated from 3.12
+    from importlib.resources.abc import Traversable  # novermin (3.11+, checkers only)
 
 SUFFIX = ".md"
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from functools import cache
-from importlib.abc import Traversable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 from textual.color import Color, ColorParseError
@@ -30,6 +30,9 @@ from textual.theme import Theme
 from rltui import shipped
 from rltui.config import THEME_NAME, THEMES, themes_dir
 from rltui.sources import safeopen
+
+if TYPE_CHECKING:  # annotations only: importlib.abc's name is deprecated from 3.12
+    from importlib.resources.abc import Traversable  # novermin (3.11+, checkers only)
 
 # Textual's colour-system keys a theme file may set.
 THEME_KEYS = ("primary", "secondary", "accent", "warning", "error", "success", "foreground",
