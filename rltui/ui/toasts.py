@@ -44,9 +44,15 @@ class ScreenToasts:
     """App mixin (before ``App`` in the bases): ``notify`` ties the toast to the current
     screen."""
 
-    # notify is thread-safe in Textual (a worker may raise a toast): the toasts on their way
-    # are the one thing shared with other threads; the rest is touched on the app's loop only
-    _toasts_lock = threading.Lock()
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # notify is thread-safe in Textual (a worker may raise a toast): the toasts on their
+        # way are the one thing shared with other threads; the rest is touched on the app's
+        # loop only
+        self._toasts_lock = threading.Lock()
+        self._toasts_posted: dict[str, _Toast] = {}  # posted, not handled yet, by identity
+        self._toasts: list[_Toast] = []  # up, or kept while their screen is covered
+        self._toasts_shown_for: tuple[int, ...] = ()  # the visible screens at the last regroup
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information",
                timeout: float | None = None, markup: bool = True) -> None:
@@ -64,7 +70,7 @@ class ScreenToasts:
 
     def _post(self, toast: _Toast) -> None:
         with self._toasts_lock:
-            self._on_the_way()[toast.note.identity] = toast
+            self._toasts_posted[toast.note.identity] = toast
         app: App = self  # type: ignore[assignment]
         app.post_message(Notify(toast.note))
 
@@ -72,14 +78,14 @@ class ScreenToasts:
         """A toast's message, before the app's own handler: shown if its screen is visible
         now, else kept (its screen covered) or dropped (closed)."""
         with self._toasts_lock:
-            toast = self._on_the_way().pop(event.notification.identity, None)
+            toast = self._toasts_posted.pop(event.notification.identity, None)
         if toast is None:
             return  # not raised through notify: Textual's way
         up = self._shows(toast, self._visible_ids())
         stacked = self._stacked_ids()
         # the run-out ones go here, not only on a screen change: the list stays as long as
         # the toasts up or kept
-        self._toasts = [t for t in self._toast_list() if self._alive(t, stacked)]
+        self._toasts = [t for t in self._toasts if self._alive(t, stacked)]
         if self._alive(toast, stacked):
             self._toasts.append(toast._replace(up=up))
         if not up:
@@ -88,31 +94,15 @@ class ScreenToasts:
 
     def _unnotify(self, notification: Notification, refresh: bool = True) -> None:
         # Textual's toast calls this when it times out or is clicked away: forget it too
-        self._toasts = [t for t in self._toast_list()
-                        if t.note.identity != notification.identity]
+        self._toasts = [t for t in self._toasts if t.note.identity != notification.identity]
         super()._unnotify(notification, refresh)  # type: ignore[misc]
 
     # -- regrouping on a screen change ----------------------------------------------------------
     def watch_toasts(self) -> None:
         """Start following screen changes (call once, from on_mount)."""
         app: App = self  # type: ignore[assignment]
-        self._toasts_shown_for: tuple[int, ...] = self._visible_ids()
+        self._toasts_shown_for = self._visible_ids()
         app.screen_change_signal.subscribe(app, self._screen_changed)
-
-    def _toast_list(self) -> list[_Toast]:
-        try:
-            return self._toasts
-        except AttributeError:
-            self._toasts: list[_Toast] = []
-            return self._toasts
-
-    def _on_the_way(self) -> dict[str, _Toast]:
-        """The toasts whose Notify message is posted and not handled yet, by identity."""
-        try:
-            return self._toasts_posted
-        except AttributeError:
-            self._toasts_posted: dict[str, _Toast] = {}
-            return self._toasts_posted
 
     def _visible(self) -> list[Screen]:
         """The screen on top and, under a modal dialog, the screens it lets through."""
@@ -149,11 +139,11 @@ class ScreenToasts:
 
     def _regroup(self) -> None:
         visible = self._visible_ids()
-        if visible == getattr(self, "_toasts_shown_for", ()):
+        if visible == self._toasts_shown_for:
             return  # the same screens: their toasts are on screen already
         self._toasts_shown_for = visible
         app: App = self  # type: ignore[assignment]
-        toasts = self._toast_list()
+        toasts = self._toasts
         # Up, but its screen now covered or closed: take every toast down, then raise those
         # of the visible screens again. Nothing to take down (a dialog opened or closed over
         # the screen): the toasts up stay up, untouched (no blink), and only kept ones rise.
