@@ -13,6 +13,7 @@ from typing import Any
 
 from rltui import units
 
+MIN_JOB = 8  # a job id cut for a narrow screen keeps this many cells ("…e-11451")
 LEGEND = ("# step logged   = running   X stopped   . stopped since (waiting or gone)   "
           "> still advancing")
 
@@ -50,27 +51,54 @@ def bar(r: Mapping[str, Any], start: float, end: float, width: int) -> str:
     return "".join(cells)
 
 
+def job_width(tl: Mapping[str, Any], job_max: int | None = None) -> int:
+    """The job column's width: 0 (no column) unless the ranks are of several jobs; at most
+    ``job_max`` (a narrow screen), never below MIN_JOB."""
+    ranks: Sequence[Mapping[str, Any]] = tl.get("ranks") or ()
+    if len({r.get("job") for r in ranks}) <= 1:
+        return 0
+    widest = max((len(r.get("job") or "-") for r in ranks), default=1)
+    return widest if job_max is None else max(MIN_JOB, min(widest, job_max))
+
+
+def _job(name: str, width: int) -> str:
+    """A job's id in ``width`` cells: cut at the front, keeping its end (``-PID`` tells two
+    jobs of one script apart)."""
+    return name if len(name) <= width else "…" + name[len(name) - width + 1:]
+
+
+def _head(job_w: int) -> str:
+    return ((f"{'rank':>5}  {'job':<{job_w}}  " if job_w else f"{'rank':>5}  ")
+            + f"{'state':<9}  {'last step':>9}  {'stopped':<8}  {'by':<6}  ")
+
+
+def labels_width(tl: Mapping[str, Any], job_max: int | None = None) -> int:
+    """The columns a chart line takes besides its bar (the labels and the bar's two borders):
+    a screen fits the bar into what is left."""
+    return len(_head(job_width(tl, job_max))) + 2
+
+
 def chart(tl: Mapping[str, Any], width: int = 48, rows: int = 32,
-          more_where: str = "") -> list[str]:
+          more_where: str = "", job_max: int | None = None) -> list[str]:
     """The chart's lines: a head naming the window, one line per rank (the first ``rows``, who
-    stopped first first) and how many more there are; ``more_where`` says where they are."""
+    stopped first first) and how many more there are; ``more_where`` says where they are;
+    ``job_max``: the job column's most cells (a narrow screen; ids cut at the front)."""
     ranks: Sequence[Mapping[str, Any]] = tl.get("ranks") or ()
     if not ranks:
         return ["No rank to show: no job process, log or stack named one."]
     start, end = tl.get("start"), tl["end"]
     if start is None or start >= end:
         start = end - 1.0
-    several = len({r.get("job") for r in ranks}) > 1
-    job_w = max((len(r.get("job") or "-") for r in ranks), default=1) if several else 0
-    head = (f"{'rank':>5}  {'job':<{job_w}}  " if several else f"{'rank':>5}  ") + \
-        f"{'state':<9}  {'last step':>9}  {'stopped':<8}  {'by':<6}  "
+    job_w = job_width(tl, job_max)
+    several = job_w > 0
+    head = _head(job_w)
     axis = units.clock(start)
     axis += units.clock(end).rjust(width - len(axis)) if width > 2 * len(axis) else ""
     out = [" " * len(head) + " " + axis]
     out.append(head + "|" + "-" * width + "|")
     for r in ranks[:rows]:
         step = "-" if r.get("last_step") is None else str(r["last_step"])
-        job = f"{r.get('job') or '-':<{job_w}}  " if several else ""
+        job = f"{_job(r.get('job') or '-', job_w):<{job_w}}  " if several else ""
         out.append(f"{r['rank']:>5}  {job}{r['state']:<9}  {step:>9}  "
                    f"{units.clock(r.get('stopped_at'), '-'):<8}  {r.get('stopped_by') or '-':<6}  "
                    f"|{bar(r, start, end, width)}|")

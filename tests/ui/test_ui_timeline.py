@@ -84,3 +84,20 @@ def test_timeline_snapshot(snap_compare, replay_app):
     footer with "escape Close"."""
     assert snap_compare(replay_app("with_logs_stalled"), press=["e", "a"],
                         terminal_size=(120, 40))
+
+
+async def test_two_jobs_at_80_columns_fit_the_chart_by_cutting_the_job_ids(replay_app):
+    """80 columns, two jobs: the job column would push the bars off the screen; the ids are
+    cut at the front (their -PID kept) so every chart line fits, and wide they are whole."""
+    from rltui.ui.screens.timeline import CHROME, timeline_text
+    app = replay_app("two_jobs")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("e")
+        await pilot.pause()
+        narrow = timeline_text(app.latest, 80).splitlines()
+        wide = timeline_text(app.latest, 200).splitlines()
+    bars = [line for line in narrow if line.endswith("|")]
+    assert bars and max(len(line) for line in bars) <= 80 - CHROME
+    assert any(" …po-4000 " in line for line in bars) and any(" …al-5000 " in line
+                                                              for line in bars)
+    assert any(" train_ppo-4000 " in line for line in wide)

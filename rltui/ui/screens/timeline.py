@@ -8,21 +8,26 @@ from textual.widgets import Static
 
 from rltui import units
 from rltui.diagnosis.timeline import of_snapshot
-from rltui.diagnosis.timelinechart import chart, summary
+from rltui.diagnosis.timelinechart import chart, job_width, labels_width, summary
 from rltui.scrub import outgoing_text, printable
 from rltui.ui.messages import View
 from rltui.ui.screens.text import TextScreen
 
 ROWS = 512  # ranks drawn; a 4,096-rank job's others are counted under the chart
-LABELS = 58  # columns left of the bars (rank, state, last step, stopped, by, two borders)
-MIN_BAR, MAX_BAR = 20, 120
+CHROME = 9  # the screen's padding and scrollbar around the chart, and a margin
+MIN_BAR, MAX_BAR = 12, 120
 
 
 def timeline_text(view: View, columns: int) -> str:
     tl = of_snapshot(view.snapshot, view.stacks, view.thresholds, view.stacks_job)
-    width = max(MIN_BAR, min(MAX_BAR, columns - LABELS))
+    # the labels' width depends on the ranks (a job column with several jobs); where the bar
+    # would be narrower than MIN_BAR the job ids are cut to make room (80 columns, two jobs)
+    room = columns - CHROME
+    short = MIN_BAR - (room - labels_width(tl))
+    job_max = job_width(tl) - short if short > 0 and job_width(tl) else None
+    width = max(MIN_BAR, min(MAX_BAR, room - labels_width(tl, job_max)))
     lines = [summary(tl), ""] + chart(
-        tl, width, ROWS, more_where="rltui diagnose --json lists every rank")
+        tl, width, ROWS, more_where="rltui diagnose --json lists every rank", job_max=job_max)
     return "\n".join(lines)
 
 
