@@ -8,7 +8,6 @@ needs. Never raises for a missing or bad file: each problem becomes a note in th
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 
 from rltui.diagnosis.oom.report import find_oom
 from rltui.diagnosis.oom.types import JobConfig
-from rltui.frameworks import FRAMEWORKS, config_frameworks, framework_in_traceback
+from rltui.frameworks import FRAMEWORKS, framework_in_cmdline, framework_in_traceback
 from rltui.model import LogEvent, LogFileState, NodeSnapshot, ProcInfo, replace
 
 BEFORE_LINES = 60  # log lines before the OOM that the phase reader may look at
@@ -24,9 +23,6 @@ MAX_MODEL_CONFIG = 1 << 20
 # Where each framework's config names the model (a local folder holds config.json).
 MODEL_PATH_KEYS = {f.name: f.config.model_path_keys for f in FRAMEWORKS
                    if f.config is not None and f.config.model_path_keys}
-# Command lines that carry the whole config (the driver), preferred over a worker's.
-_DRIVERS = tuple(re.compile(f.config.drivers) for f in config_frameworks()
-                 if f.config is not None and f.config.drivers)
 
 
 @dataclass
@@ -47,13 +43,20 @@ def _all_procs(snap: NodeSnapshot) -> list[ProcInfo]:
     return procs
 
 
+def _driver_cmdline(procs: Sequence[ProcInfo]) -> tuple[str, ...] | None:
+    """The command line of a framework's driver (it carries the whole config): one whose
+    program is a framework's entry point, not one with the framework in a flag's value."""
+    return next((p.cmdline for p in procs if framework_in_cmdline(p.cmdline) != "unknown"),
+                None)
+
+
 def job_cmdline(snap: NodeSnapshot, log: LogFileState) -> tuple[str, ...]:
     """The command line that says how the job was configured: the driver's when one is seen
     (RL drivers hold the overrides), else the OOM rank's, else any rank's."""
     procs = _all_procs(snap)
-    for p in procs:
-        if any(r.search(a) for a in p.cmdline for r in _DRIVERS):
-            return p.cmdline
+    driver = _driver_cmdline(procs)
+    if driver is not None:
+        return driver
     for p in procs:
         if (log.pid is not None and p.pid == log.pid) or (
                 log.rank is not None and p.rank == log.rank):
@@ -159,9 +162,7 @@ def config_doctor(snap: NodeSnapshot, job_config: str | None = None) -> list[str
     from rltui.diagnosis.oom.doctor import doctor
     from rltui.sources.jobconfig import load_job_config
 
-    procs = _all_procs(snap)
-    cmdline = next((p.cmdline for p in procs
-                    if any(r.search(a) for a in p.cmdline for r in _DRIVERS)), None)
+    cmdline = _driver_cmdline(_all_procs(snap))
     if cmdline is None and job_config is None:
         return []
     return doctor(load_job_config(cmdline, config_path=job_config))
