@@ -22,6 +22,7 @@ from rltui.cli.common import (
     UsageError,
     add_config_option,
     add_host_options,
+    add_oom_options,
     add_source_options,
     load_scenario,
     load_settings,
@@ -63,6 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_config_option(p)
     add_source_options(p)
     add_host_options(p)
+    add_oom_options(p)
 
 
 def app_argv(args: argparse.Namespace) -> list[str]:

@@ -43,6 +43,26 @@ def test_the_apps_options_are_passed_on_whatever_their_place():
         [7], "5", "-x", ["-p2222"], True)
 
 
+def test_every_option_serve_takes_from_the_app_is_passed_on():
+    """serve takes the app's options after its own name too (the same add_* helpers), and
+    each reaches the sessions: APP_OPTIONS names every one of them."""
+    import argparse
+
+    from rltui.cli.common import (
+        add_config_option,
+        add_host_options,
+        add_oom_options,
+        add_source_options,
+    )
+    from rltui.cli.serve import APP_OPTIONS
+    app = argparse.ArgumentParser(add_help=False)
+    for add in (add_config_option, add_source_options, add_host_options, add_oom_options):
+        add(app)
+    assert {a.dest: a.option_strings[0] for a in app._actions} == APP_OPTIONS
+    argv = served("--job-config", "/jobs/ppo.yaml", "--model-config", "/models/q")
+    assert argv == ["--job-config=/jobs/ppo.yaml", "--model-config=/models/q", "--read-only"]
+
+
 def test_the_read_only_flag_is_the_apps_and_hidden():
     assert build_parser().parse_args(["--read-only", "replay", "x"]).read_only
     assert not build_parser().parse_args(["replay", "x"]).read_only
