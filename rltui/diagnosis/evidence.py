@@ -55,9 +55,6 @@ class Evidence:
         self.lines: list[str] = []
         self.links: list[EvidenceLink] = []
 
-    def __len__(self) -> int:
-        return len(self.lines)
-
     def add(self, text: str, link: EvidenceLink | None = None) -> None:
         if link is not None:
             self.links.append(replace(link, evidence=len(self.lines)))

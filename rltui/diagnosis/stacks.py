@@ -676,13 +676,10 @@ _NEXT = {
 }
 
 
-def fr_evidence(fa: Any) -> list[str]:
-    """Lines for a symptom's evidence from the Flight Recorder's reading beside the stacks
-    (rltui.diagnosis.flightrec.FrAnalysis, which reads this module): each side's wait."""
-    return [text for text, _ in _fr_waits(fa)]
-
-
 def _fr_waits(fa: Any) -> list[tuple[str, list[int]]]:
+    """Evidence lines from the Flight Recorder's reading beside the stacks
+    (rltui.diagnosis.flightrec.FrAnalysis, which reads this module): each side's wait, and
+    the ranks it names (their links)."""
     if fa is None:
         return []
     by_text: dict[str, list[int]] = {}
