@@ -31,7 +31,7 @@ from rltui.diagnosis.timeline import of_snapshot as timeline_of
 from rltui.diagnosis.timelinechart import chart as timeline_chart
 from rltui.diagnosis.timelinechart import summary as timeline_summary
 from rltui.model import Diagnosis, Frame, NodeSnapshot, ProcInfo, ThreadStack
-from rltui.parsing.stackframes import CUT
+from rltui.parsing.stackframes import is_cut
 from rltui.rankset import compact
 from rltui.redact import scrub_text
 from rltui.serialize import to_data
@@ -93,7 +93,7 @@ def _class_stacks(report: StackReport) -> list[dict[str, Any]]:
 
 
 def _cut_short(thread: ThreadStack | None) -> bool:
-    return thread is not None and bool(thread.frames) and thread.frames[-1].name == CUT
+    return thread is not None and bool(thread.frames) and is_cut(thread.frames[-1])
 
 
 def _gpu_of(snap: NodeSnapshot, p: ProcInfo) -> dict[str, Any] | None:

@@ -23,7 +23,8 @@ from operator import attrgetter
 import msgspec
 
 from rltui.model import OK, Frame, ProcessDump, ThreadStack
-from rltui.parsing.pyspy import CUT, ELIDED, trim_path
+from rltui.parsing.pyspy import ELIDED, trim_path
+from rltui.parsing.stackframes import is_cut
 
 # -- recognising collectives and waits -------------------------------------------------------------
 # Matched on the last dotted part of the name: py-spy 0.4 on Python 3.11 prints methods as
@@ -167,7 +168,7 @@ def left_script(name: str, root_first: Sequence[Frame]) -> bool:
     outer = next((f for f in root_first if not f.native and f.name != ELIDED), None)
     if outer is None:
         return any("Py_Finalize" in f.name for f in root_first)
-    if outer.name == CUT:
+    if is_cut(outer):
         return False
     short = short_name(outer.name)
     return short in _EXIT_ROOTS or "atexit" in short.lower()
@@ -549,7 +550,7 @@ def merge(dumps: Sequence[ProcessDump], *, lines: bool = False,
 
 def _cut(kpath: Sequence[int], it: Interner) -> bool:
     """The stack's dump was cut short: its root is the ``CUT`` marker, its outer frames lost."""
-    return bool(kpath) and it.frame_of[kpath[0]].name == CUT
+    return bool(kpath) and is_cut(it.frame_of[kpath[0]])
 
 
 def _join_cut(classes_by: dict, it: Interner) -> None:

@@ -38,7 +38,8 @@ from rltui.diagnosis.stacks import (
 )
 from rltui.diagnosis.stacktree import StackClass, StackNode, identity
 from rltui.model import OK, Frame
-from rltui.parsing.pyspy import CUT, trim_path
+from rltui.parsing.pyspy import trim_path
+from rltui.parsing.stackframes import is_cut
 from rltui.rankset import compact
 
 PATTERN_NAMES = {"A": "cleanup deadlock", "B": "collective mismatch", "C": "same collective"}
@@ -481,7 +482,7 @@ def diff_frames(left: Sequence[Frame], right: Sequence[Frame]) -> StackDiff:
 
 
 def _cut_short(frames: Sequence[Frame]) -> bool:
-    return bool(frames) and frames[0].name == CUT and not frames[0].filename
+    return bool(frames) and is_cut(frames[0])
 
 
 def _lost(rows: list[DiffRow], marker: Frame, side: int) -> list[DiffRow]:

@@ -17,6 +17,12 @@ ELIDED = "<frames elided>"  # name of the marker frame; its filename says how ma
 # Name of the marker frame at the outer end of a thread whose dump was cut short in its frames
 # (the text ends mid-line): the frames beyond it, up to the script's entry, are unknown.
 CUT = "<frames cut off>"
+
+
+def is_cut(frame: Frame) -> bool:
+    """The marker frame ``CUT`` (no real frame has that name and no file)."""
+    return frame.name == CUT and not frame.filename
+
 MAX_THREADS = 4096  # per process; a torch process has ~150, more means garbage or a fork bomb
 MAX_PROBLEMS_PER_SOURCE = 8
 
